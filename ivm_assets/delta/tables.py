@@ -1,0 +1,231 @@
+"""Every delta-rs call ivm_assets makes lives in this module.
+
+Reads hand Spark DataFrames to the caller (snapshots are read by Spark from the table's
+parquet files; change feeds are read by delta-rs and normalized). Writes take Spark
+DataFrames, collect them as Arrow and commit them with delta-rs, tagging each commit with
+the refresh epoch as a Delta app transaction so an interrupted refresh can tell which tables
+already hold its work.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from dataclasses import dataclass
+from typing import Literal
+
+import pyarrow as pa
+from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake.exceptions import DeltaError, TableNotFoundError
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from ivm_assets.errors import SourceError
+from ivm_assets.spark.arrow import normalize_table, spark_schema, to_arrow, to_spark
+
+WEIGHT = "__w"
+CDF_ON = {"delta.enableChangeDataFeed": "true"}
+_CHANGE_WEIGHTS = {"insert": 1, "update_postimage": 1, "delete": -1, "update_preimage": -1}
+_CDF_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
+
+
+@dataclass(frozen=True)
+class Epoch:
+    """Marks a commit as belonging to refresh epoch ``number`` of ``app_id`` (one per view)."""
+
+    app_id: str
+    number: int
+    metadata: dict[str, str]
+
+    def commit_properties(self) -> CommitProperties:
+        return CommitProperties(
+            custom_metadata={"ivm.epoch": str(self.number), **self.metadata},
+            app_transactions=[Transaction(self.app_id, self.number)],
+        )
+
+
+# --- fault injection for the crash tests -------------------------------------------------
+# `IVM_CRASH_AFTER_COMMITS=N` kills this process with SIGKILL right after its N-th commit,
+# which is how the tests prove that a refresh killed between any two commits recovers.
+_commits_done = 0
+
+
+def _committed() -> None:
+    global _commits_done
+    _commits_done += 1
+    limit = os.environ.get("IVM_CRASH_AFTER_COMMITS")
+    if limit is not None and _commits_done >= int(limit):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+# --- inspection ---------------------------------------------------------------------------
+def is_delta_table(uri: str) -> bool:
+    return DeltaTable.is_deltatable(uri)
+
+
+def open_table(uri: str, version: int | None = None) -> DeltaTable:
+    """The table at ``uri`` (at ``version``), or a SourceError saying what is there instead."""
+    try:
+        return DeltaTable(uri, version=version)
+    except TableNotFoundError as exc:
+        raise SourceError(
+            f"expected a Delta table at {uri!r} but found none ({exc}). "
+            "Check the path in ivm.yaml, or create the table with deltalake/Spark first."
+        ) from exc
+    except DeltaError as exc:
+        raise SourceError(f"could not open Delta table {uri!r} at version {version}: {exc}") from exc
+
+
+def latest_version(uri: str) -> int:
+    return open_table(uri).version()
+
+
+def arrow_schema(uri: str, version: int | None = None) -> pa.Schema:
+    return normalize_schema_of(open_table(uri, version))
+
+
+def normalize_schema_of(dt: DeltaTable) -> pa.Schema:
+    return normalize_table(pa.schema(dt.schema().to_arrow()).empty_table()).schema
+
+
+def change_feed_enabled(uri: str, version: int | None = None) -> bool:
+    config = open_table(uri, version).metadata().configuration
+    return str(config.get("delta.enableChangeDataFeed", "false")).lower() == "true"
+
+
+def transaction_version(uri: str, app_id: str) -> int | None:
+    """The last epoch of ``app_id`` committed to the table, or None (also when no table)."""
+    if not is_delta_table(uri):
+        return None
+    return DeltaTable(uri).transaction_version(app_id)
+
+
+def operations_between(uri: str, after: int, upto: int) -> list[tuple[int, str, dict]]:
+    """(version, operation, operationParameters) of each commit in (after, upto]."""
+    dt = open_table(uri)
+    out = []
+    for entry in dt.history():
+        version = entry.get("version")
+        if version is not None and after < version <= upto:
+            out.append((version, str(entry.get("operation", "")), entry.get("operationParameters") or {}))
+    return sorted(out)
+
+
+# --- reads --------------------------------------------------------------------------------
+def read_snapshot(
+    spark: SparkSession,
+    uri: str,
+    *,
+    version: int | None = None,
+    partition_filters: list[tuple[str, str, object]] | None = None,
+) -> DataFrame:
+    """The table's rows at ``version`` as a Spark DataFrame, read by Spark from parquet.
+
+    ``partition_filters`` (delta-rs form, e.g. ``[("__bucket", "in", ["3", "7"])]``) prunes
+    files before Spark sees them.
+    """
+    dt = open_table(uri, version)
+    schema = normalize_schema_of(dt)
+    features = set(dt.protocol().reader_features or [])
+    if features & {"deletionVectors", "columnMapping"}:
+        # Spark's parquet reader would ignore deletion vectors / mapped names: let delta-rs
+        # resolve them (this funnels the rows through the driver, so it is the slow path).
+        return to_spark(spark, _read_all(dt.scan()))
+    files = dt.file_uris(partition_filters=partition_filters) if partition_filters else dt.file_uris()
+    if not files:
+        return spark.createDataFrame([], schema=spark_schema(schema))
+    reader = spark.read
+    partition_columns = dt.metadata().partition_columns
+    if partition_columns:
+        reader = reader.option("basePath", dt.table_uri)
+    df = reader.parquet(*files)
+    return df.select([F.col(f"`{f.name}`").cast(spark_schema(pa.schema([f]))[0].dataType).alias(f.name) for f in schema])
+
+
+def read_changes(spark: SparkSession, uri: str, *, after: int, upto: int) -> DataFrame:
+    """The change data feed of versions (after, upto] as a z-set: the columns plus ``__w``.
+
+    insert/update_postimage weigh +1, delete/update_preimage −1. Not consolidated.
+    Raises DeltaError when the range cannot be read (CDF off, files vacuumed, …).
+    """
+    dt = open_table(uri)
+    table = normalize_table(_read_all(dt.load_cdf(starting_version=after + 1, ending_version=upto)))
+    weights = pa.array([_CHANGE_WEIGHTS[t] for t in table.column("_change_type").to_pylist()], pa.int64())
+    data_columns = [c for c in table.column_names if c not in _CDF_COLUMNS]
+    table = table.select(data_columns).append_column(WEIGHT, weights)
+    return to_spark(spark, table)
+
+
+def read_small(uri: str) -> pa.Table:
+    """A small table (progress records) read whole by delta-rs, without Spark."""
+    return _read_all(open_table(uri).scan())
+
+
+def _read_all(reader) -> pa.Table:
+    """delta-rs streams arro3 batches; pyarrow takes them through the C stream interface."""
+    return pa.RecordBatchReader.from_stream(reader).read_all()
+
+
+# --- writes -------------------------------------------------------------------------------
+def write(
+    uri: str,
+    data: DataFrame | pa.Table,
+    *,
+    mode: Literal["append", "overwrite"],
+    epoch: Epoch | None = None,
+    partition_by: list[str] | None = None,
+    predicate: str | None = None,
+    change_feed: bool = False,
+) -> None:
+    """Append or overwrite (all, or the rows matching ``predicate``) in one commit."""
+    table = data if isinstance(data, pa.Table) else to_arrow(data)
+    write_deltalake(
+        uri,
+        table,
+        mode=mode,
+        partition_by=partition_by,
+        predicate=predicate,
+        schema_mode="overwrite" if mode == "overwrite" and predicate is None else None,
+        configuration=CDF_ON if change_feed else None,
+        commit_properties=epoch.commit_properties() if epoch else None,
+    )
+    _committed()
+
+
+def apply_bag_change(uri: str, change: pa.Table, *, columns: list[str], epoch: Epoch) -> None:
+    """Apply a consolidated z-set to a table that stores a bag (duplicates, no key).
+
+    ``change`` holds ``columns`` plus ``__ivm_op`` and ``__ivm_copy``: one ``del`` row per
+    distinct row value whose multiplicity changes (every stored copy of it is deleted), and
+    one ``ins`` row per copy to store afterwards. One MERGE does both, so the table moves
+    from its old contents to its new ones in a single commit.
+    """
+    dt = open_table(uri)
+    # Parenthesized: DataFusion binds AND tighter than IS NOT DISTINCT FROM.
+    match = " AND ".join(f'(t."{c}" IS NOT DISTINCT FROM s."{c}")' for c in columns)
+    merger = dt.merge(
+        change,
+        predicate=f"(s.__ivm_op = 'del') AND {match}" if columns else "s.__ivm_op = 'del'",
+        source_alias="s",
+        target_alias="t",
+        commit_properties=epoch.commit_properties(),
+    )
+    insert = {f'"{c}"': f's."{c}"' for c in columns}
+    metrics = merger.when_matched_delete().when_not_matched_insert(insert, predicate="s.__ivm_op = 'ins'").execute()
+    if metrics.get("num_target_rows_deleted", 0) or metrics.get("num_target_rows_inserted", 0):
+        _committed()
+
+
+def create_table(uri: str, data: pa.Table, *, partition_by: list[str] | None = None) -> None:
+    """A new table with the change data feed on (demo and benchmark sources, tests)."""
+    write_deltalake(uri, data, mode="error", partition_by=partition_by, configuration=CDF_ON)
+
+
+def delete_rows(uri: str, predicate: str) -> None:
+    """Delete the rows matching a DataFusion SQL ``predicate`` (source edits: demo, benchmark, tests)."""
+    open_table(uri).delete(predicate)
+
+
+def update_rows(uri: str, *, set_sql: dict[str, str], predicate: str) -> None:
+    """Set columns to SQL expressions where ``predicate`` holds (source edits: demo, benchmark, tests)."""
+    open_table(uri).update(updates=set_sql, predicate=predicate)

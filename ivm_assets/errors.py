@@ -1,0 +1,62 @@
+"""One exception tree for everything ivm_assets raises on purpose.
+
+Every message says what was expected, what was found, where, and what to do next.
+The CLI prints ``str(error)`` and exits non-zero; nothing else is needed to act on it.
+"""
+
+from __future__ import annotations
+
+
+class IvmError(Exception):
+    """Base of every error ivm_assets raises deliberately."""
+
+
+class ConfigError(IvmError):
+    """`ivm.yaml` or the project folder is not what it must be."""
+
+
+class SourceError(IvmError):
+    """A source table cannot be read as needed (not a Delta table, no change data feed, …)."""
+
+
+class ViewCycleError(IvmError):
+    """Views refer to each other in a cycle."""
+
+
+class SqlError(IvmError):
+    """A view's SQL is malformed, names something unknown, or cannot be maintained as asked.
+
+    Carries the location so tools (CLI, Dagster) can point at the construct.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        view: str,
+        file: str | None = None,
+        line: int | None = None,
+        col: int | None = None,
+        hint: str | None = None,
+    ) -> None:
+        self.view = view
+        self.file = file
+        self.line = line
+        self.col = col
+        self.hint = hint
+        self.detail = message
+        where = file or f"view {view!r}"
+        if line is not None:
+            where += f":{line}:{col if col is not None else 1}"
+        text = f"{where}: view {view!r}: {message}"
+        if hint:
+            text += f"\n  hint: {hint}"
+        super().__init__(text)
+
+
+class NotIncrementalError(SqlError):
+    """A view with ``refresh: incremental`` uses a construct that is only maintained by full recompute."""
+
+
+class RefreshError(IvmError):
+    """A refresh could not be carried out (the view's previous output is left as it was)."""

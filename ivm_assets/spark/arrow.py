@@ -1,0 +1,60 @@
+"""Moving data between Arrow (what delta-rs speaks) and Spark DataFrames.
+
+delta-rs hands out Arrow types Spark rejects or maps differently (``string_view``, unsigned
+integers, millisecond or nanosecond timestamps); they are normalized here, once.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
+
+
+def _normal_type(t: pa.DataType) -> pa.DataType:
+    if pa.types.is_string_view(t) or pa.types.is_large_string(t):
+        return pa.string()
+    if pa.types.is_binary_view(t) or pa.types.is_large_binary(t):
+        return pa.binary()
+    if pa.types.is_unsigned_integer(t):
+        return pa.int64()
+    if pa.types.is_timestamp(t):
+        return pa.timestamp("us", tz=t.tz)
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t):
+        return pa.list_(_normal_type(t.value_type))
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(f.name, _normal_type(f.type), f.nullable) for f in t])
+    if pa.types.is_map(t):
+        return pa.map_(_normal_type(t.key_type), _normal_type(t.item_type))
+    return t
+
+
+def normalize_schema(schema: pa.Schema) -> pa.Schema:
+    """The schema with every type replaced by one Spark reads the same way."""
+    return pa.schema([pa.field(f.name, _normal_type(f.type), f.nullable) for f in schema])
+
+
+def normalize_table(table: pa.Table) -> pa.Table:
+    """Cast ``table`` to :func:`normalize_schema` of its schema (no-op when already normal)."""
+    target = normalize_schema(table.schema)
+    return table if target == table.schema else table.cast(target)
+
+
+def to_spark(spark: SparkSession, table: pa.Table) -> DataFrame:
+    """A Spark DataFrame over an Arrow table, types normalized."""
+    table = normalize_table(table)
+    if table.num_rows == 0:
+        return spark.createDataFrame([], schema=spark_schema(table.schema))
+    return spark.createDataFrame(table)
+
+
+def to_arrow(df: DataFrame) -> pa.Table:
+    """Collect a (small) DataFrame to the driver as Arrow."""
+    return df.toArrow()
+
+
+def spark_schema(schema: pa.Schema) -> T.StructType:
+    """The Spark schema of an Arrow schema (used for empty frames)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(normalize_schema(schema))
