@@ -1,0 +1,58 @@
+"""Change capture: can a source's change data feed be used for (from, to], and reading it.
+
+A range is refused (and the view falls back to full recompute, or fails under
+``refresh: incremental``) when the table went backwards, its schema changed, a commit in the
+range restored or overwrote it, or its change data feed is off.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from deltalake.exceptions import DeltaError
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from ivm_assets.delta import tables as delta
+from ivm_assets.delta.tables import WEIGHT
+from ivm_assets.spark.arrow import spark_schema
+
+_REWRITES = {"RESTORE": "restored", "CREATE OR REPLACE TABLE": "replaced", "CREATE OR REPLACE TABLE AS SELECT": "replaced"}
+
+
+def schema_signature(uri: str, version: int) -> str:
+    """A stable text form of the table's schema at ``version``."""
+    return str(delta.arrow_schema(uri, version))
+
+
+def unusable_range(name: str, uri: str, after: int, upto: int, recorded_schema: str | None) -> str | None:
+    """Why the change feed of ``name`` for (after, upto] cannot be used, or None if it can."""
+    if upto < after:
+        return f"source {name} went back from version {after} to {upto} (re-created or restored)"
+    if recorded_schema is not None and schema_signature(uri, upto) != recorded_schema:
+        return f"schema of source {name} changed between versions {after} and {upto}"
+    for version, operation, params in delta.operations_between(uri, after, upto):
+        if operation in _REWRITES:
+            return f"source {name} was {_REWRITES[operation]} at version {version}"
+        if operation.startswith("WRITE") or operation.startswith("CREATE"):
+            if str(params.get("mode", "")).lower() == "overwrite" and not params.get("predicate"):
+                return f"source {name} was overwritten at version {version}"
+    if not delta.change_feed_enabled(uri, upto):
+        return f"source {name} has no change data feed at version {upto} (set delta.enableChangeDataFeed=true)"
+    return None
+
+
+def read_range(spark: SparkSession, name: str, uri: str, after: int, upto: int) -> tuple[DataFrame | None, str | None]:
+    """The change set of (after, upto], or (None, reason) when the feed cannot be read."""
+    if after == upto:
+        empty = delta.arrow_schema(uri, upto).append(pa.field(WEIGHT, pa.int64()))
+        return spark.createDataFrame([], spark_schema(empty)), None
+    try:
+        return delta.read_changes(spark, uri, after=after, upto=upto), None
+    except (DeltaError, OSError, ValueError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return None, f"change data feed of source {name} for versions {after + 1}..{upto} cannot be read ({first})"
+
+
+def read_full(spark: SparkSession, uri: str, version: int) -> DataFrame:
+    """The snapshot at ``version`` as a change set of insertions (weight +1)."""
+    return delta.read_snapshot(spark, uri, version=version).withColumn(WEIGHT, F.lit(1).cast("bigint"))

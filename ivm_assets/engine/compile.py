@@ -1,0 +1,114 @@
+"""Compiling a view: analysis by Spark, the construct check, lowering and incrementalization.
+
+Spark's analyzer is the authority on what the SQL means (unknown or ambiguous columns,
+types of the result); sqlglot supplies the structure the incremental plan is built from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from pyspark.errors import AnalysisException, ParseException
+from pyspark.sql import SparkSession
+from pyspark.sql import types as T
+from sqlglot import exp
+from sqlglot.errors import OptimizeError
+from sqlglot.optimizer.qualify import qualify
+
+from ivm_assets.config import ViewSettings
+from ivm_assets.errors import NotIncrementalError, SqlError
+from ivm_assets.operators.base import Operator
+from ivm_assets.sql.constructs import Finding, find_non_incremental
+from ivm_assets.sql.incrementalize import incrementalize
+from ivm_assets.sql.lower import LoweringError, lower
+from ivm_assets.sql.parse import spark_error, sql_hash
+from ivm_assets.sql.plan import Plan
+from ivm_assets.sql.prune_columns import prune_columns
+
+
+@dataclass(frozen=True)
+class ViewDefinition:
+    """A view as declared: its name, SQL, file and settings (no Spark needed)."""
+
+    name: str
+    text: str
+    file: str | None
+    statement: exp.Expression
+    settings: ViewSettings
+    dependencies: tuple[str, ...]
+
+    @property
+    def sql_hash(self) -> str:
+        return sql_hash(self.statement)
+
+
+@dataclass
+class CompiledView:
+    """A view ready to refresh: output schema, and the dataflow when it is incremental."""
+
+    definition: ViewDefinition
+    schema: T.StructType
+    findings: list[Finding] = field(default_factory=list)
+    plan: Plan | None = None
+    root: Operator | None = None
+
+    @property
+    def name(self) -> str:
+        return self.definition.name
+
+    @property
+    def incremental(self) -> bool:
+        return self.root is not None
+
+    def reason(self) -> str | None:
+        """Why the view can only be refreshed by full recompute (None if it is incremental)."""
+        if not self.findings:
+            return None
+        return "not incrementally maintainable: " + "; ".join(f.describe() for f in self.findings)
+
+
+def analyze(spark: SparkSession, view: ViewDefinition, schemas: Mapping[str, T.StructType]) -> T.StructType:
+    """The result schema Spark gives the view, with its relations registered as empty temp views."""
+    for name in view.dependencies:
+        spark.createDataFrame([], schemas[name]).createOrReplaceTempView(name)
+    try:
+        schema = spark.sql(view.text).schema
+    except (AnalysisException, ParseException) as exc:
+        raise spark_error(exc, view=view.name, file=view.file, text=view.text) from exc
+    names = [f.name for f in schema.fields]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise SqlError(
+            f"the query returns several columns named {', '.join(duplicates)}; a Delta table needs distinct names",
+            view=view.name,
+            file=view.file,
+            hint="give each output column its own alias (… AS name)",
+        )
+    return T.StructType([T.StructField(f.name, f.dataType, True) for f in schema.fields])
+
+
+def compile_view(spark: SparkSession, view: ViewDefinition, schemas: Mapping[str, T.StructType]) -> CompiledView:
+    """Analyze ``view`` and build its incremental dataflow (or record why there is none)."""
+    schema = analyze(spark, view, schemas)
+    compiled = CompiledView(view, schema, find_non_incremental(view.statement, view.text))
+    if not compiled.findings:
+        try:
+            sg_schema = {n: {f.name: f.dataType.simpleString() for f in schemas[n].fields} for n in view.dependencies}
+            qualified = qualify(view.statement.copy(), schema=sg_schema, dialect="spark", quote_identifiers=False)
+            relations = {n: tuple(f.name for f in schemas[n].fields) for n in view.dependencies}
+            compiled.plan = prune_columns(lower(qualified, relations))
+            compiled.root = incrementalize(compiled.plan)
+        except (LoweringError, OptimizeError, KeyError) as exc:
+            compiled.findings.append(Finding(f"construct without an incremental rule ({exc})", None, None))
+    if compiled.findings and view.settings.refresh == "incremental":
+        first = compiled.findings[0]
+        raise NotIncrementalError(
+            f"`refresh: incremental` is set but the view uses {first.construct}, which is only maintained by full recompute",
+            view=view.name,
+            file=view.file,
+            line=first.line,
+            col=first.col,
+            hint="rewrite that part of the query, or set `refresh: auto` for this view in ivm.yaml to allow full recomputes",
+        )
+    return compiled

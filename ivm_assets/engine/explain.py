@@ -1,0 +1,38 @@
+"""`ivm explain`: the dataflow of a view as text."""
+
+from __future__ import annotations
+
+from ivm_assets.engine.compile import CompiledView
+from ivm_assets.engine.refresh import ViewLocation
+from ivm_assets.operators.base import Operator
+
+
+def explain_view(view: CompiledView, where: ViewLocation) -> str:
+    """Operators (with their rule on changes), their state tables, and what is not incremental."""
+    d = view.definition
+    lines = [
+        f"view {d.name}  ({d.file})",
+        f"  output:   {where.output}  ({', '.join(f'{f.name} {f.dataType.simpleString()}' for f in view.schema.fields)})",
+        f"  refresh:  {d.settings.refresh}",
+        f"  reads:    {', '.join(d.dependencies)}",
+    ]
+    if view.root is None:
+        lines.append("  maintained by: FULL RECOMPUTE")
+        for finding in view.findings:
+            lines.append(f"    - {finding.describe()}")
+        return "\n".join(lines)
+    lines.append("  maintained by: INCREMENTAL dataflow")
+    if d.settings.refresh == "full":
+        lines.append("    (but `refresh: full` is set: every refresh recomputes)")
+    lines.append("  operators:")
+    _tree(view.root, where, lines, depth=2)
+    return "\n".join(lines)
+
+
+def _tree(op: Operator, where: ViewLocation, lines: list[str], depth: int) -> None:
+    pad = "  " * depth
+    lines.append(f"{pad}{op.id}: {op.describe()}")
+    for table in op.state_tables:
+        lines.append(f"{pad}  state [{table.layout}, key {', '.join(table.keys) or '-'}]: {table.uri(where.state_root)}")
+    for child in op.inputs:
+        _tree(child, where, lines, depth + 1)

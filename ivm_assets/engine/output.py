@@ -1,0 +1,76 @@
+"""Applying a view's change set to its output table (a bag: duplicates, no key, no extra columns).
+
+A full refresh overwrites the table with every row repeated by its weight. An incremental
+refresh computes, for each distinct row whose multiplicity changes, its count before (read
+from the output as of the epoch's start, only for rows that lose copies) and after, then
+replaces all copies of that row by the right number in one MERGE.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from ivm_assets.delta import tables as delta
+from ivm_assets.delta.tables import WEIGHT, Epoch
+from ivm_assets.operators.base import col, consolidate, null_safe_match
+from ivm_assets.spark.arrow import to_arrow
+
+_OP, _COPY = "__ivm_op", "__ivm_copy"
+
+
+def shape(change: DataFrame, internal: tuple[str, ...], schema: T.StructType) -> DataFrame:
+    """The root operator's change set with the view's column names and Spark's types."""
+    return consolidate(
+        change.select(*[col(c).cast(f.dataType).alias(f.name) for c, f in zip(internal, schema.fields)], col(WEIGHT)),
+        tuple(schema.names),
+    )
+
+
+def expand(rows: DataFrame, names: list[str]) -> DataFrame:
+    """Each row repeated by its (positive) weight, without the weight column."""
+    repeated = rows.filter(col(WEIGHT) > 0).withColumn("__rep", F.explode(F.array_repeat(F.lit(1), col(WEIGHT).cast("int"))))
+    return repeated.select(*[col(n) for n in names])
+
+
+def overwrite(uri: str, rows: DataFrame, schema: T.StructType, epoch: Epoch) -> int:
+    """Replace the output with ``rows`` (the full result). Returns the row count written."""
+    table = to_arrow(rows.select(*[col(n) for n in schema.names]))
+    table = table.cast(pa.schema([pa.field(f.name, f.type, True) for f in table.schema]))
+    delta.write(uri, table, mode="overwrite", epoch=epoch, change_feed=True)
+    return table.num_rows
+
+
+def apply_change(uri: str, change: DataFrame, schema: T.StructType, epoch: Epoch, *, output_version: int) -> None:
+    """Apply a consolidated change set (view columns + ``__w``) to the output table."""
+    names = list(schema.names)
+    losing = change.filter(col(WEIGHT) < 0)
+    current = delta.read_snapshot(change.sparkSession, uri, version=output_version)
+    old = _old_counts(current, losing, names)
+    # Renamed so Spark does not confuse the two sides (both descend from `change`).
+    old = old.select(*[col(n).alias(f"__o{i}") for i, n in enumerate(names)], col("__old"))
+    cond = null_safe_match(change, old, [(n, f"__o{i}") for i, n in enumerate(names)])
+    with_old = change.join(old, cond if cond is not None else F.lit(True), "left").select(
+        *[col(n) for n in names], col(WEIGHT), F.coalesce(col("__old"), F.lit(0)).alias("__old")
+    )
+    deletes = with_old.filter(col(WEIGHT) < 0).select(*[col(n) for n in names], F.lit("del").alias(_OP), F.lit(0).cast("bigint").alias(_COPY))
+    keep = F.when(col(WEIGHT) < 0, F.greatest(col("__old") + col(WEIGHT), F.lit(0))).otherwise(col(WEIGHT))
+    inserts = (
+        with_old.withColumn("__keep", keep.cast("int"))
+        .filter("__keep > 0")
+        .withColumn(_COPY, F.explode(F.sequence(F.lit(1).cast("bigint"), col("__keep").cast("bigint"))))
+        .select(*[col(n) for n in names], F.lit("ins").alias(_OP), col(_COPY))
+    )
+    source = to_arrow(deletes.unionByName(inserts))
+    if source.num_rows:
+        delta.apply_bag_change(uri, source, columns=names, epoch=epoch)
+
+
+def _old_counts(current: DataFrame, losing: DataFrame, names: list[str]) -> DataFrame:
+    """Multiplicity, in the output as it is, of each distinct row that loses copies."""
+    wanted = F.broadcast(losing.select(*[col(n) for n in names]).distinct())
+    cond = null_safe_match(current, wanted, [(n, n) for n in names])
+    present = current.join(wanted, cond if cond is not None else F.lit(True), "left_semi")
+    return present.groupBy(*[col(n) for n in names]).agg(F.count(F.lit(1)).alias("__old"))

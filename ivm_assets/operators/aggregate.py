@@ -1,0 +1,196 @@
+"""GROUP BY with COUNT(*), COUNT, SUM, AVG, MIN, MAX, COUNT(DISTINCT).
+
+Rule on changes: for every group the change touches, retract the group's old output row
+(−1) and insert its new one (+1); rows that did not change cancel when consolidated.
+
+State:
+- ``groups`` (latest value per group): the row count and, per COUNT/SUM/AVG, the count of
+  non-NULL arguments and their exact sum. New values are old + the change's partial sums,
+  so these aggregates never look at the group's rows again. Because the old values are
+  read back exactly (never re-summed), a retraction always equals the row emitted before,
+  floating point included.
+- ``values<i>`` (z-set) per MIN / MAX / COUNT(DISTINCT): the multiset of non-NULL argument
+  values per group. Deleting the current minimum is answered from the remaining values of
+  the touched groups only.
+A group exists while its row count is positive; a global aggregate (no GROUP BY) always
+has its one row: COUNT is 0 and SUM/AVG/MIN/MAX are NULL over an empty input, as in Spark.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from ivm_assets.delta.tables import WEIGHT
+from ivm_assets.operators.base import EpochContext, Operator, col, consolidate, materialize, null_safe_match
+from ivm_assets.sql.plan import AggCall, q
+from ivm_assets.state.arrangement import StateTable
+
+_GLOBAL = "__g"
+_COUNT = "__cnt"
+_SIGN = "__s"
+_VALUE_AGGS = ("min", "max", "count_distinct")
+
+
+class AggregateOp(Operator):
+    """Grouped or global aggregation (see module doc for the rule and the state)."""
+
+    def __init__(self, op_id: str, input: Operator, keys: tuple[str, ...], aggs: tuple[AggCall, ...]) -> None:
+        self.id, self.input, self.keys, self.aggs = op_id, input, keys, aggs
+        self.columns = keys + tuple(a.name for a in aggs)
+        self.group_keys = keys or (_GLOBAL,)
+        partials = [_COUNT]
+        for i, a in enumerate(aggs):
+            if a.func in ("count", "sum", "avg"):
+                partials.append(f"n{i}")
+            if a.func in ("sum", "avg"):
+                partials.append(f"s{i}")
+        self.partials = tuple(partials)
+        self.groups = StateTable(
+            operator_id=op_id, name="groups", columns=self.group_keys + self.partials, keys=self.group_keys, layout="latest"
+        )
+        self.values = {
+            i: StateTable(operator_id=op_id, name=f"values{i}", columns=self.group_keys + ("v",), keys=self.group_keys, layout="zset")
+            for i, a in enumerate(aggs)
+            if a.func in _VALUE_AGGS
+        }
+
+    @property
+    def inputs(self) -> tuple[Operator, ...]:
+        return (self.input,)
+
+    @property
+    def state_tables(self) -> tuple[StateTable, ...]:
+        return (self.groups, *self.values.values())
+
+    # --- partial sums of a change -------------------------------------------------------
+    def _partials(self, delta: DataFrame) -> DataFrame:
+        """Per touched group: Σ signs, and per COUNT/SUM/AVG the non-NULL count and sum.
+
+        Rows are repeated |w| times with a sign, so SUM keeps Spark's own result type
+        (a DECIMAL(p,s) times a weight would widen and could lose scale).
+        """
+        signed = delta.withColumn(_SIGN, F.when(col(WEIGHT) > 0, 1).otherwise(-1).cast("bigint")).withColumn(
+            "__rep", F.explode(F.array_repeat(F.lit(1), F.abs(col(WEIGHT)).cast("int")))
+        )
+        exprs = [F.sum(col(_SIGN)).alias(_COUNT)]
+        for i, a in enumerate(self.aggs):
+            if a.func in ("count", "sum", "avg"):
+                exprs.append(F.sum(F.when(col(a.arg).isNotNull(), col(_SIGN)).otherwise(0)).alias(f"n{i}"))
+            if a.func in ("sum", "avg"):
+                exprs.append(F.sum(F.when(col(_SIGN) > 0, col(a.arg)).otherwise(-col(a.arg))).alias(f"s{i}"))
+        return signed.groupBy(*[col(k) for k in self.group_keys]).agg(*exprs)
+
+    def _combine(self, old: DataFrame | None, change: DataFrame) -> DataFrame:
+        """New partials = old + change, typed like the change (the state's fixed schema)."""
+        if old is None:
+            return change.select(*[col(k) for k in self.group_keys], *[F.coalesce(col(p), F.lit(0)).cast(change.schema[p].dataType).alias(p) for p in self.partials])
+        o = old.select(*[col(k).alias(f"o_{k}") for k in self.group_keys], *[col(p).alias(f"o_{p}") for p in self.partials])
+        joined = change.join(o, null_safe_match(change, o, [(k, f"o_{k}") for k in self.group_keys]), "left")
+        return joined.select(
+            *[col(k) for k in self.group_keys],
+            *[
+                (F.coalesce(col(p), F.lit(0)) + F.coalesce(col(f"o_{p}"), F.lit(0))).cast(change.schema[p].dataType).alias(p)
+                for p in self.partials
+            ],
+        )
+
+    # --- output rows ----------------------------------------------------------------------
+    def _value_aggs(self, rows: DataFrame | None, i: int, func: str) -> DataFrame | None:
+        if rows is None:
+            return None
+        present = rows.filter(col(WEIGHT) > 0)
+        agg = {"min": F.min(col("v")), "max": F.max(col("v")), "count_distinct": F.count(col("v"))}[func]
+        return present.groupBy(*[col(k) for k in self.group_keys]).agg(agg.alias(f"m{i}"))
+
+    def _output(self, groups: DataFrame, values: dict[int, DataFrame | None], arg_types: dict[int, T.DataType]) -> DataFrame:
+        for i, agg_rows in values.items():
+            if agg_rows is None:
+                groups = groups.withColumn(f"m{i}", F.lit(None))
+                continue
+            renamed = agg_rows.select(*[col(k).alias(f"v_{k}") for k in self.group_keys], col(f"m{i}"))
+            cond = null_safe_match(groups, renamed, [(k, f"v_{k}") for k in self.group_keys])
+            groups = groups.join(renamed, cond, "left").drop(*[f"v_{k}" for k in self.group_keys])
+        out = [col(k) for k in self.keys]
+        for i, a in enumerate(self.aggs):
+            n, s, m = col(f"n{i}") if a.func in ("count", "sum", "avg") else None, col(f"s{i}") if a.func in ("sum", "avg") else None, f"m{i}"
+            if a.func == "count_star":
+                value = col(_COUNT)
+            elif a.func == "count":
+                value = n
+            elif a.func == "sum":
+                value = F.when(n > 0, s)
+            elif a.func == "avg":
+                value = F.when(n > 0, _average(s, n, arg_types[i]))
+            elif a.func == "count_distinct":
+                value = F.coalesce(col(m), F.lit(0)).cast("bigint")
+            else:
+                value = col(m)
+            out.append(value.alias(a.name))
+        return groups.select(*out)
+
+    def step(self, ctx: EpochContext) -> DataFrame:
+        delta, n = materialize(consolidate(self.input.step(ctx), self.input.columns))
+        if not self.keys:
+            delta = delta.withColumn(_GLOBAL, F.lit(0))
+        empty = self._output_schema_frame(delta)
+        if n == 0 and not (ctx.full and not self.keys):
+            return empty
+        change, _ = materialize(self._partials(delta))
+        if ctx.full and not self.keys and change.count() == 0:
+            change = ctx.spark.createDataFrame([(0,)], f"{q(_GLOBAL)} int").select(
+                col(_GLOBAL), *[F.lit(0).cast(change.schema[p].dataType).alias(p) for p in self.partials]
+            )
+        old = self.groups.read(ctx, change, self.group_keys)
+        old = self.groups.current(old) if old is not None else None
+        new, _ = materialize(self._combine(old, change))
+        arg_types = {i: delta.schema[a.arg].dataType for i, a in enumerate(self.aggs) if a.arg}
+        old_values: dict[int, DataFrame | None] = {}
+        new_values: dict[int, DataFrame | None] = {}
+        value_changes: dict[int, DataFrame] = {}
+        for i, table in self.values.items():
+            dv = consolidate(
+                delta.filter(col(self.aggs[i].arg).isNotNull()).select(*[col(k) for k in self.group_keys], col(self.aggs[i].arg).alias("v"), col(WEIGHT)),
+                self.group_keys + ("v",),
+            )
+            value_changes[i], _ = materialize(dv)
+            raw = table.read(ctx, change, self.group_keys)
+            old_rows = table.current(raw) if raw is not None else None
+            new_rows = consolidate(old_rows.unionAll(value_changes[i]) if old_rows is not None else value_changes[i], self.group_keys + ("v",))
+            old_values[i] = self._value_aggs(old_rows, i, self.aggs[i].func)
+            new_values[i] = self._value_aggs(new_rows, i, self.aggs[i].func)
+        parts = []
+        if old is not None:
+            alive = old if not self.keys else old.filter(col(_COUNT) > 0)
+            parts.append(self._output(alive, old_values, arg_types).withColumn(WEIGHT, F.lit(-1).cast("bigint")))
+        alive_new = new if not self.keys else new.filter(col(_COUNT) > 0)
+        parts.append(self._output(alive_new, new_values, arg_types).withColumn(WEIGHT, F.lit(1).cast("bigint")))
+        result = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+        out, _ = materialize(consolidate(result, self.columns))
+        self.groups.write(ctx, new)
+        for i, table in self.values.items():
+            table.write(ctx, value_changes[i])
+        return out
+
+    def _output_schema_frame(self, delta: DataFrame) -> DataFrame:
+        """An empty change set with this operator's output columns."""
+        return self.step_types(delta).limit(0)
+
+    def step_types(self, delta: DataFrame) -> DataFrame:
+        change = self._partials(delta.limit(0))
+        values = {i: change.select(*[col(k) for k in self.group_keys], F.lit(None).cast(delta.schema[self.aggs[i].arg].dataType).alias(f"m{i}")) for i in self.values}
+        arg_types = {i: delta.schema[a.arg].dataType for i, a in enumerate(self.aggs) if a.arg}
+        return self._output(change, values, arg_types).withColumn(WEIGHT, F.lit(0).cast("bigint"))
+
+    def describe(self) -> str:
+        funcs = ", ".join(f"{a.func}({a.arg or '*'})" for a in self.aggs)
+        by = f" GROUP BY {', '.join(self.keys)}" if self.keys else " (global)"
+        return f"aggregate {funcs}{by}: per touched group −old row +new row"
+
+
+def _average(s, n, arg_type: T.DataType):
+    """AVG from an exact sum and count, with Spark's own arithmetic for DECIMAL."""
+    if isinstance(arg_type, T.DecimalType):
+        return s / n.cast(T.DecimalType(20, 0))
+    return s.cast("double") / n.cast("double")

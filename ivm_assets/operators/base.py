@@ -1,0 +1,82 @@
+"""Change sets (z-sets) and what every incremental operator shares.
+
+A change set is a Spark DataFrame of an operator's columns plus an integer weight ``__w``:
++n means n copies of the row arrive, −n that n copies leave. Operators receive their inputs'
+change sets for one epoch and return their own; stateful operators read the part of their
+state the change touches (as of the epoch's start) and append the change to it.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from ivm_assets.delta.tables import WEIGHT, Epoch
+from ivm_assets.sql.plan import q
+
+
+def col(name: str) -> Column:
+    return F.col(q(name))
+
+
+def consolidate(df: DataFrame, columns: tuple[str, ...] | list[str]) -> DataFrame:
+    """Sum the weights of identical rows and drop rows whose weight is zero.
+
+    NULLs compare equal here (GROUP BY semantics), as multiset identity requires.
+    """
+    return df.groupBy(*[col(c) for c in columns]).agg(F.sum(col(WEIGHT)).alias(WEIGHT)).filter(col(WEIGHT) != 0)
+
+
+def materialize(df: DataFrame) -> tuple[DataFrame, int]:
+    """Compute ``df`` once (later readers reuse the result) and count its rows."""
+    df = df.localCheckpoint(eager=True)
+    return df, df.count()
+
+
+def null_safe_match(left: DataFrame, right: DataFrame, pairs: list[tuple[str, str]]) -> Column | None:
+    """Join condition ``left.a <=> right.b AND …`` (None when there are no pairs)."""
+    cond: Column | None = None
+    for a, b in pairs:
+        term = left[q(a)].eqNullSafe(right[q(b)])
+        cond = term if cond is None else cond & term
+    return cond
+
+
+@dataclass
+class EpochContext:
+    """What operators need to process one epoch of one view."""
+
+    spark: SparkSession
+    epoch: Epoch
+    full: bool
+    state_root: str
+    buckets: int
+    changes: dict[str, DataFrame]
+    state_versions: dict[str, int | None]
+    stats: dict[str, int] = field(default_factory=dict)
+
+
+class Operator(ABC):
+    """An incremental operator: turns its inputs' change sets into its own."""
+
+    id: str
+    columns: tuple[str, ...]
+
+    @property
+    def inputs(self) -> tuple[Operator, ...]:
+        return ()
+
+    @property
+    def state_tables(self) -> tuple:
+        return ()
+
+    @abstractmethod
+    def step(self, ctx: EpochContext) -> DataFrame:
+        """This epoch's change set of the operator's output."""
+
+    @abstractmethod
+    def describe(self) -> str:
+        """One line for ``ivm explain``: what the operator does and its rule on changes."""

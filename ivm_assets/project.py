@@ -1,0 +1,228 @@
+"""A project folder: `ivm.yaml` plus `views/*.sql`, and the Python API over it.
+
+Example:
+    >>> project = IvmProject.load("demo_project")          # doctest: +SKIP
+    >>> for result in project.refresh():                     # doctest: +SKIP
+    ...     print(result.summary())
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from graphlib import CycleError, TopologicalSorter
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+from pyspark.sql import types as T
+
+from ivm_assets.config import ProjectConfig, ViewSettings, load_config
+from ivm_assets.delta import tables as delta
+from ivm_assets.engine.compile import CompiledView, ViewDefinition, compile_view
+from ivm_assets.engine.explain import explain_view
+from ivm_assets.engine.refresh import RefreshResult, ViewLocation, refresh_view
+from ivm_assets.errors import ConfigError, SourceError, SqlError, ViewCycleError
+from ivm_assets.spark.arrow import spark_schema
+from ivm_assets.spark.session import get_spark
+from ivm_assets.sql.parse import parse_view, referenced_tables
+from ivm_assets.state.progress import Progress
+
+
+def _resolve(base: Path, location: str) -> str:
+    """A path relative to ``base`` made absolute; URIs (``s3://…``) pass through."""
+    if "://" in location:
+        return location
+    return str((base / location).resolve())
+
+
+@dataclass(frozen=True)
+class ViewStatus:
+    """Where a view stands: its last epoch and whether its sources moved since."""
+
+    view: str
+    epoch: int | None
+    mode: str | None
+    reason: str | None
+    source_versions: dict[str, int]
+    output_version: int | None
+    pending: dict[str, tuple[int, int]]
+    interrupted: bool
+
+    def summary(self) -> str:
+        if self.epoch is None:
+            return f"{self.view}: never refreshed"
+        state = "interrupted epoch pending" if self.interrupted else ("stale" if self.pending else "up to date")
+        behind = ", ".join(f"{s} {a}→{b}" for s, (a, b) in self.pending.items())
+        return (
+            f"{self.view}: epoch {self.epoch} ({self.mode}{', ' + self.reason if self.reason else ''}); "
+            f"output version {self.output_version}; {state}{': ' + behind if behind else ''}"
+        )
+
+
+class IvmProject:
+    """Views over Delta sources, declared in a folder, maintained incrementally."""
+
+    def __init__(self, *, root: Path, config: ProjectConfig, views: dict[str, ViewDefinition], spark: SparkSession | None = None) -> None:
+        self.root = root
+        self.config = config
+        self.views = views
+        self.warehouse = _resolve(root, config.warehouse)
+        self.sources = {name: _resolve(root, loc) for name, loc in config.sources.items()}
+        self._spark = spark
+        self.order = _dependency_order(views)
+
+    # --- loading --------------------------------------------------------------------------
+    @classmethod
+    def load(cls, path: str | os.PathLike, *, spark: SparkSession | None = None) -> IvmProject:
+        """Read ``path``/ivm.yaml and ``path``/views/*.sql; check names and dependencies.
+
+        Cheap: no Spark session is started until a view is compiled or refreshed.
+        """
+        root = Path(path).resolve()
+        config = load_config(root / "ivm.yaml")
+        views_dir = root / "views"
+        files = sorted(views_dir.glob("*.sql")) if views_dir.is_dir() else []
+        names = {f.stem for f in files}
+        for name in config.views:
+            if name not in names:
+                raise ConfigError(
+                    f"{root / 'ivm.yaml'}: settings for view `{name}` but there is no views/{name}.sql; "
+                    f"views found: {', '.join(sorted(names)) or 'none'}"
+                )
+        clash = names & set(config.sources)
+        if clash:
+            raise ConfigError(f"{root / 'ivm.yaml'}: {', '.join(sorted(clash))} is both a source and a view; rename one")
+        views = {}
+        for file in files:
+            views[file.stem] = _definition(file, config.views.get(file.stem, ViewSettings()), set(config.sources), names)
+        return cls(root=root, config=config, views=views, spark=spark)
+
+    @property
+    def spark(self) -> SparkSession:
+        if self._spark is None:
+            self._spark = get_spark()
+        return self._spark
+
+    def location(self, view: str) -> ViewLocation:
+        return ViewLocation(output=f"{self.warehouse}/{view}", state_root=f"{self.warehouse}/_ivm/{view}")
+
+    def relation_uri(self, name: str) -> str:
+        return self.sources[name] if name in self.sources else self.location(name).output
+
+    # --- compiling ------------------------------------------------------------------------
+    def _source_schema(self, name: str) -> T.StructType:
+        uri = self.sources[name]
+        if not delta.is_delta_table(uri):
+            raise SourceError(
+                f"source `{name}` in {self.root / 'ivm.yaml'}: expected a Delta table at {uri}, found "
+                f"{'a folder without a _delta_log' if os.path.isdir(uri) else 'nothing'}. "
+                "Point it at a Delta table (a folder with _delta_log/)."
+            )
+        return spark_schema(delta.arrow_schema(uri))
+
+    def compile(self, views: list[str] | None = None) -> dict[str, CompiledView]:
+        """Compile ``views`` and everything they depend on, in dependency order."""
+        wanted = self._with_upstream(views)
+        schemas: dict[str, T.StructType] = {}
+        compiled: dict[str, CompiledView] = {}
+        for name in self.order:
+            if name not in wanted:
+                continue
+            view = self.views[name]
+            for dep in view.dependencies:
+                if dep not in schemas and dep in self.sources:
+                    schemas[dep] = self._source_schema(dep)
+            compiled[name] = compile_view(self.spark, view, schemas)
+            schemas[name] = compiled[name].schema
+        return compiled
+
+    def _with_upstream(self, views: list[str] | None) -> set[str]:
+        if views is None:
+            return set(self.views)
+        unknown = [v for v in views if v not in self.views]
+        if unknown:
+            raise ConfigError(f"unknown view(s) {', '.join(unknown)}; the project has: {', '.join(sorted(self.views)) or 'none'}")
+        todo, seen = list(views), set()
+        while todo:
+            name = todo.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            todo.extend(d for d in self.views[name].dependencies if d in self.views)
+        return seen
+
+    # --- the API ----------------------------------------------------------------------------
+    def refresh(self, views: list[str] | None = None, *, full: bool = False) -> list[RefreshResult]:
+        """Refresh ``views`` (default: all), upstream views first; one result per view refreshed.
+
+        Upstream views of the selection are refreshed too, so a view never reads a stale view.
+        """
+        compiled = self.compile(views)
+        selected = set(views) if views is not None else set(self.views)
+        results = []
+        for name in self.order:
+            if name not in compiled:
+                continue
+            relations = {d: self.relation_uri(d) for d in compiled[name].definition.dependencies}
+            results.append(
+                refresh_view(
+                    self.spark, compiled[name], where=self.location(name), relations=relations,
+                    buckets=self.config.state_buckets, full=full and name in selected,
+                )
+            )
+        return results
+
+    def explain(self, view: str) -> str:
+        """The view's incremental dataflow: operators, state tables, per-construct status."""
+        compiled = self.compile([view])[view]
+        return explain_view(compiled, self.location(view))
+
+    def status(self) -> list[ViewStatus]:
+        """Per view: last epoch, its mode and reason, and which sources moved since."""
+        out = []
+        for name in self.order:
+            where = self.location(name)
+            records = Progress(where.progress).records()
+            if not records:
+                out.append(ViewStatus(name, None, None, None, {}, None, {}, False))
+                continue
+            latest = records[-1]
+            consumed = {s: r["to"] for s, r in latest.payload["sources"].items()}
+            pending = {}
+            for source, version in consumed.items():
+                uri = self.relation_uri(source)
+                now = delta.latest_version(uri) if delta.is_delta_table(uri) else version
+                if now != version:
+                    pending[source] = (version, now)
+            out_version = delta.latest_version(where.output) if delta.is_delta_table(where.output) else None
+            out.append(ViewStatus(name, latest.epoch, latest.mode, latest.reason, consumed, out_version, pending, latest.status != "committed"))
+        return out
+
+
+def _definition(file: Path, settings: ViewSettings, sources: set[str], views: set[str]) -> ViewDefinition:
+    text = file.read_text()
+    statement = parse_view(file.stem, text, file=str(file))
+    deps = []
+    for name, line, col in referenced_tables(statement, text):
+        if name not in sources and name not in views:
+            known = ", ".join(sorted(sources | views)) or "none"
+            raise SqlError(
+                f"unknown table `{name}`; known sources and views: {known}",
+                view=file.stem, file=str(file), line=line, col=col,
+                hint="declare it under `sources:` in ivm.yaml, or add views/<name>.sql",
+            )
+        deps.append(name)
+    return ViewDefinition(file.stem, text, str(file), statement, settings, tuple(deps))
+
+
+def _dependency_order(views: dict[str, ViewDefinition]) -> list[str]:
+    graph = {name: {d for d in v.dependencies if d in views} for name, v in views.items()}
+    try:
+        return list(TopologicalSorter(graph).static_order())
+    except CycleError as exc:
+        cycle = exc.args[1]
+        raise ViewCycleError(
+            "views refer to each other in a cycle: " + " -> ".join(cycle)
+            + f" (files: {', '.join(views[c].file or c for c in dict.fromkeys(cycle))}). "
+            "A view cannot read itself, directly or through other views; break the cycle."
+        ) from exc

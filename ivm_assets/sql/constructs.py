@@ -1,0 +1,145 @@
+"""Which SQL constructs a view uses that ivm_assets cannot maintain incrementally.
+
+The check runs on the parsed (not yet qualified) statement, so every finding can point at
+the line and column of the construct in the user's file. A finding never makes a view wrong:
+under ``refresh: auto`` the view is refreshed by full recompute with the finding as reason;
+under ``refresh: incremental`` it is an error.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+# Spark built-ins whose result changes from one evaluation to the next.
+NONDETERMINISTIC = {
+    "rand", "randn", "random", "uuid", "shuffle", "now", "current_timestamp", "current_date",
+    "current_time", "localtimestamp", "current_timezone", "monotonically_increasing_id",
+    "spark_partition_id", "input_file_name", "input_file_block_start", "input_file_block_length",
+    "randstr", "uniform", "try_reflect", "reflect", "java_method", "unix_timestamp",
+}
+_NONDETERMINISTIC_NODES = (
+    exp.Rand, exp.Randn, exp.Uuid, exp.CurrentTimestamp, exp.CurrentDate, exp.CurrentTime,
+    exp.CurrentDatetime,
+)
+SUPPORTED_AGGREGATES = (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One construct that forces a full recompute, and where it is."""
+
+    construct: str
+    line: int | None
+    col: int | None
+
+    def describe(self) -> str:
+        where = f" at line {self.line}, column {self.col}" if self.line is not None else ""
+        return f"{self.construct}{where}"
+
+
+def find_non_incremental(statement: exp.Expression, text: str) -> list[Finding]:
+    """Every construct in ``statement`` that is not maintained incrementally, in text order."""
+    findings: list[Finding] = []
+    seen: set[tuple[str, int | None, int | None]] = set()
+
+    def add(construct: str, node: exp.Expression, keyword: str | None = None) -> None:
+        line, col = locate(node, text, keyword)
+        if (construct, line, col) not in seen:
+            seen.add((construct, line, col))
+            findings.append(Finding(construct, line, col))
+
+    for node in statement.walk():
+        _check(node, add)
+    return sorted(findings, key=lambda f: (f.line or 0, f.col or 0))
+
+
+def _check(node: exp.Expression, add) -> None:  # noqa: C901 - one flat table of rules
+    if isinstance(node, exp.Window):
+        add("window function (OVER …)", node, r"\bover\b")
+    elif isinstance(node, exp.Join):
+        side, kind = (node.args.get("side") or "").upper(), (node.args.get("kind") or "").upper()
+        if side:
+            add(f"{side} OUTER JOIN", node, rf"\b{side}\b")
+        elif kind in ("SEMI", "ANTI"):
+            add(f"{kind} JOIN", node, rf"\b{kind}\b")
+        elif node.args.get("method"):
+            add(f"{node.args['method'].upper()} JOIN", node, r"\bnatural\b")
+    elif isinstance(node, exp.Union) and node.args.get("distinct"):
+        add("UNION (distinct)", node, r"\bunion\b")
+    elif isinstance(node, exp.Except):
+        add("EXCEPT", node, r"\bexcept\b|\bminus\b")
+    elif isinstance(node, exp.Intersect):
+        add("INTERSECT", node, r"\bintersect\b")
+    elif isinstance(node, exp.Exists):
+        add("EXISTS (subquery)", node, r"\bexists\b")
+    elif isinstance(node, exp.In) and node.args.get("query"):
+        add("IN (subquery)", node, r"\bin\s*\(\s*select\b")
+    elif isinstance(node, exp.Subquery) and not isinstance(node.parent, (exp.From, exp.Join, exp.With, exp.CTE, exp.Union)):
+        if not isinstance(node.parent, exp.In):
+            add("scalar subquery", node, r"\(\s*select\b")
+    elif isinstance(node, exp.Limit):
+        add("ORDER BY … LIMIT" if node.parent and node.parent.args.get("order") else "LIMIT", node, r"\blimit\b")
+    elif isinstance(node, exp.Offset):
+        add("OFFSET", node, r"\boffset\b")
+    elif isinstance(node, _NONDETERMINISTIC_NODES) or (
+        isinstance(node, exp.Anonymous) and str(node.this).lower() in NONDETERMINISTIC
+    ):
+        name = node.sql_name() if not isinstance(node, exp.Anonymous) else str(node.this)
+        add(f"non-deterministic function {name.upper()}", node, rf"\b{re.escape(name)}\b")
+    elif isinstance(node, exp.AggFunc):
+        _check_aggregate(node, add)
+    elif isinstance(node, exp.Group) and any(node.args.get(k) for k in ("grouping_sets", "cube", "rollup")):
+        add("GROUPING SETS / ROLLUP / CUBE", node, r"\bgrouping\s+sets\b|\brollup\b|\bcube\b")
+    elif isinstance(node, exp.With) and node.args.get("recursive"):
+        add("WITH RECURSIVE", node, r"\brecursive\b")
+    elif isinstance(node, (exp.Lateral, exp.Unnest, exp.Explode, exp.Posexplode, exp.Inline)):
+        add("generator / LATERAL VIEW", node, r"\blateral\b|\bexplode\b|\binline\b|\bposexplode\b")
+    elif isinstance(node, (exp.Pivot, exp.TableSample, exp.Values, exp.Qualify)):
+        add(type(node).__name__.upper(), node, rf"\b{type(node).__name__}\b")
+
+
+def _check_aggregate(node: exp.AggFunc, add) -> None:
+    if isinstance(node.parent, exp.Window):
+        return  # reported as a window function
+    if not isinstance(node, SUPPORTED_AGGREGATES):
+        name = node.sql_name()
+        add(f"aggregate function {name.upper()}", node, rf"\b{re.escape(name)}\b")
+        return
+    if isinstance(node.this, exp.Distinct):
+        if not isinstance(node, (exp.Count, exp.Min, exp.Max)):
+            add(f"{node.sql_name().upper()}(DISTINCT …)", node, rf"\b{node.sql_name()}\b")
+        elif len(node.this.expressions) != 1:
+            add("COUNT(DISTINCT over several columns)", node, r"\bcount\b")
+    if node.args.get("expressions") and not isinstance(node, exp.Count):
+        add(f"{node.sql_name().upper()} with several arguments", node, rf"\b{node.sql_name()}\b")
+
+
+def locate(node: exp.Expression, text: str, keyword: str | None = None) -> tuple[int | None, int | None]:
+    """Line and column (1-based) of ``node`` in ``text``.
+
+    sqlglot records positions on identifiers and some functions; keywords such as LIMIT or
+    OVER carry none, so those are found by searching the text from the node's first known
+    position (or the start) for ``keyword``.
+    """
+    start = _first_offset(node)
+    if keyword:
+        match = re.compile(keyword, re.IGNORECASE).search(text, 0)
+        if match is not None:
+            return _line_col(text, match.start())
+    if start is not None:
+        return _line_col(text, start)
+    return None, None
+
+
+def _first_offset(node: exp.Expression) -> int | None:
+    offsets = [n.meta["start"] for n in node.walk() if "start" in n.meta]
+    return min(offsets) if offsets else None
+
+
+def _line_col(text: str, offset: int) -> tuple[int, int]:
+    line = text.count("\n", 0, offset) + 1
+    col = offset - (text.rfind("\n", 0, offset) + 1) + 1
+    return line, col

@@ -1,0 +1,195 @@
+"""The ordinary (non-incremental) relational plan of a view.
+
+Plan nodes are small immutable values that check their invariants when built. Every node
+produces named columns; names are internal (unique within a plan) and expressions are Spark
+SQL text over the input's column names, so the same plan can be run from scratch by
+:mod:`ivm_assets.sql.evaluate` or turned into incremental operators by
+:mod:`ivm_assets.sql.incrementalize`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+AggFunc = Literal["count_star", "count", "sum", "avg", "min", "max", "count_distinct"]
+
+
+def q(name: str) -> str:
+    """``name`` quoted as a Spark SQL identifier."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+class Node:
+    """A relational plan node; ``columns`` are the names it outputs."""
+
+    columns: tuple[str, ...]
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return ()
+
+
+def _check_unique(columns: tuple[str, ...], what: str) -> None:
+    if len(set(columns)) != len(columns):
+        raise ValueError(f"{what}: duplicate column names {columns}")
+
+
+@dataclass(frozen=True)
+class Scan(Node):
+    """All rows of a source table or an upstream view (``relation``), renamed to ``columns``."""
+
+    relation: str
+    source_columns: tuple[str, ...]
+    columns: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.source_columns) != len(self.columns):
+            raise ValueError("Scan: one output name per source column")
+        _check_unique(self.columns, "Scan")
+
+
+@dataclass(frozen=True)
+class Filter(Node):
+    """Rows of ``input`` for which ``predicate`` is true (NULL counts as false)."""
+
+    input: Node
+    predicate: str
+    columns: tuple[str, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "columns", self.input.columns)
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.input,)
+
+
+@dataclass(frozen=True)
+class Project(Node):
+    """One output row per input row: ``exprs`` are (name, Spark SQL expression) pairs."""
+
+    input: Node
+    exprs: tuple[tuple[str, str], ...]
+    columns: tuple[str, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "columns", tuple(name for name, _ in self.exprs))
+        _check_unique(self.columns, "Project")
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.input,)
+
+
+@dataclass(frozen=True)
+class Join(Node):
+    """Inner join on ``left_keys[i] = right_keys[i]`` (NULL never matches), then ``residual``.
+
+    No keys means a cross join. Output columns are the left's then the right's.
+    """
+
+    left: Node
+    right: Node
+    left_keys: tuple[str, ...]
+    right_keys: tuple[str, ...]
+    residual: str | None = None
+    columns: tuple[str, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        if len(self.left_keys) != len(self.right_keys):
+            raise ValueError("Join: as many left keys as right keys")
+        if not set(self.left_keys) <= set(self.left.columns) or not set(self.right_keys) <= set(self.right.columns):
+            raise ValueError("Join: keys must be columns of their side")
+        object.__setattr__(self, "columns", self.left.columns + self.right.columns)
+        _check_unique(self.columns, "Join")
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.left, self.right)
+
+
+@dataclass(frozen=True)
+class AggCall:
+    """One aggregate: ``func`` over input column ``arg`` (None for COUNT(*)), named ``name``."""
+
+    name: str
+    func: AggFunc
+    arg: str | None
+
+    def __post_init__(self) -> None:
+        if (self.arg is None) != (self.func == "count_star"):
+            raise ValueError(f"AggCall {self.func}: argument required except for COUNT(*)")
+
+
+@dataclass(frozen=True)
+class Aggregate(Node):
+    """GROUP BY ``keys`` (input columns; NULLs form one group) computing ``aggs``.
+
+    Without keys it is a global aggregate: exactly one output row, even over no input.
+    """
+
+    input: Node
+    keys: tuple[str, ...]
+    aggs: tuple[AggCall, ...]
+    columns: tuple[str, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        if not set(self.keys) <= set(self.input.columns):
+            raise ValueError("Aggregate: keys must be input columns")
+        object.__setattr__(self, "columns", self.keys + tuple(a.name for a in self.aggs))
+        _check_unique(self.columns, "Aggregate")
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.input,)
+
+
+@dataclass(frozen=True)
+class Distinct(Node):
+    """Each distinct input row once (NULLs equal to each other)."""
+
+    input: Node
+    columns: tuple[str, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "columns", self.input.columns)
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.input,)
+
+
+@dataclass(frozen=True)
+class UnionAll(Node):
+    """The rows of every input, duplicates kept; columns are taken by position."""
+
+    inputs: tuple[Node, ...]
+    columns: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.inputs) < 2 or any(len(i.columns) != len(self.columns) for i in self.inputs):
+            raise ValueError("UnionAll: two or more inputs with the same number of columns")
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return self.inputs
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A lowered view: the root node, and the view's column names (by position)."""
+
+    root: Node
+    output_names: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.output_names) != len(self.root.columns):
+            raise ValueError("Plan: one output name per root column")
+
+
+def walk(node: Node):
+    """Every node of the tree under ``node``, parents before children."""
+    yield node
+    for child in node.children:
+        yield from walk(child)

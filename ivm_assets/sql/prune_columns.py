@@ -1,0 +1,60 @@
+"""Rewrite rule: keep only the columns some ancestor uses.
+
+Lowering scans every column of a table; a join then stores every one of them in its state.
+Pruning before incrementalization keeps state tables as narrow as the query allows.
+
+Example:
+    >>> from ivm_assets.sql.plan import Plan, Project, Scan
+    >>> plan = Plan(Project(Scan("t", ("a", "b"), ("x", "y")), (("p", "`x`"),)), ("a",))
+    >>> prune_columns(plan).root.input.columns
+    ('x',)
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import sqlglot
+from sqlglot import exp
+
+from ivm_assets.sql.plan import Aggregate, Distinct, Filter, Join, Node, Plan, Project, Scan, UnionAll
+
+
+@lru_cache(maxsize=4096)
+def references(sql: str) -> frozenset[str]:
+    """The column names a Spark SQL expression reads."""
+    return frozenset(c.name for c in sqlglot.parse_one(sql, read="spark").find_all(exp.Column))
+
+
+def _prune(node: Node, needed: frozenset[str]) -> Node:
+    if isinstance(node, Scan):
+        keep = [(s, c) for s, c in zip(node.source_columns, node.columns) if c in needed] or [
+            (node.source_columns[0], node.columns[0])  # a scan must produce a row count
+        ]
+        return Scan(node.relation, tuple(s for s, _ in keep), tuple(c for _, c in keep))
+    if isinstance(node, Project):
+        exprs = tuple((n, e) for n, e in node.exprs if n in needed) or node.exprs[:1]
+        below = frozenset().union(*(references(e) for _, e in exprs))
+        return Project(_prune(node.input, below), exprs)
+    if isinstance(node, Filter):
+        return Filter(_prune(node.input, needed | references(node.predicate)), node.predicate)
+    if isinstance(node, Join):
+        uses = needed | set(node.left_keys) | set(node.right_keys)
+        if node.residual:
+            uses |= references(node.residual)
+        left = _prune(node.left, frozenset(c for c in node.left.columns if c in uses))
+        right = _prune(node.right, frozenset(c for c in node.right.columns if c in uses))
+        return Join(left, right, node.left_keys, node.right_keys, node.residual)
+    if isinstance(node, Aggregate):
+        uses = frozenset(node.keys) | frozenset(a.arg for a in node.aggs if a.arg)
+        return Aggregate(_prune(node.input, uses), node.keys, node.aggs)
+    if isinstance(node, Distinct):
+        return Distinct(_prune(node.input, frozenset(node.input.columns)))
+    if isinstance(node, UnionAll):
+        return UnionAll(tuple(_prune(i, frozenset(i.columns)) for i in node.inputs), node.columns)
+    raise TypeError(f"No pruning rule for {type(node).__name__}")
+
+
+def prune_columns(plan: Plan) -> Plan:
+    """``plan`` with unused columns removed below the root (the root keeps all of its own)."""
+    return Plan(_prune(plan.root, frozenset(plan.root.columns)), plan.output_names)
