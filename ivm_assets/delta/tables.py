@@ -134,15 +134,16 @@ def read_snapshot(
     files = dt.file_uris(partition_filters=partition_filters) if partition_filters else dt.file_uris()
     if not files:
         return spark.createDataFrame([], schema=spark_schema(schema))
-    reader = spark.read
+    # An explicit schema spares Spark a job that reads every file footer to infer one.
+    target = spark_schema(schema)
     partition_columns = dt.metadata().partition_columns
+    reader = spark.read.schema(target)
     if partition_columns:
         reader = reader.option("basePath", dt.table_uri)
-    df = reader.parquet(*files)
-    return df.select([F.col(f"`{f.name}`").cast(spark_schema(pa.schema([f]))[0].dataType).alias(f.name) for f in schema])
+    return reader.parquet(*files).select(*[F.col(f"`{f.name}`") for f in target.fields])
 
 
-def read_changes(spark: SparkSession, uri: str, *, after: int, upto: int) -> DataFrame:
+def read_changes(uri: str, *, after: int, upto: int) -> pa.Table:
     """The change data feed of versions (after, upto] as a z-set: the columns plus ``__w``.
 
     insert/update_postimage weigh +1, delete/update_preimage −1. Not consolidated.
@@ -152,8 +153,7 @@ def read_changes(spark: SparkSession, uri: str, *, after: int, upto: int) -> Dat
     table = normalize_table(_read_all(dt.load_cdf(starting_version=after + 1, ending_version=upto)))
     weights = pa.array([_CHANGE_WEIGHTS[t] for t in table.column("_change_type").to_pylist()], pa.int64())
     data_columns = [c for c in table.column_names if c not in _CDF_COLUMNS]
-    table = table.select(data_columns).append_column(WEIGHT, weights)
-    return to_spark(spark, table)
+    return table.select(data_columns).append_column(WEIGHT, weights)
 
 
 def read_small(uri: str) -> pa.Table:

@@ -14,7 +14,8 @@ from pyspark.sql import functions as F
 
 from ivm_assets.delta import tables as delta
 from ivm_assets.delta.tables import WEIGHT
-from ivm_assets.spark.arrow import spark_schema
+from ivm_assets.errors import RefreshError
+from ivm_assets.spark.arrow import spark_schema, to_spark
 
 _REWRITES = {"RESTORE": "restored", "CREATE OR REPLACE TABLE": "replaced", "CREATE OR REPLACE TABLE AS SELECT": "replaced"}
 
@@ -41,16 +42,23 @@ def unusable_range(name: str, uri: str, after: int, upto: int, recorded_schema: 
     return None
 
 
-def read_range(spark: SparkSession, name: str, uri: str, after: int, upto: int) -> tuple[DataFrame | None, str | None]:
-    """The change set of (after, upto], or (None, reason) when the feed cannot be read."""
+def read_range(spark: SparkSession, name: str, uri: str, after: int, upto: int) -> tuple[DataFrame, int]:
+    """The change set of (after, upto] and its row count (read by delta-rs, small by nature).
+
+    Raises RefreshError when the feed cannot be read.
+    """
     if after == upto:
         empty = delta.arrow_schema(uri, upto).append(pa.field(WEIGHT, pa.int64()))
-        return spark.createDataFrame([], spark_schema(empty)), None
+        return spark.createDataFrame([], spark_schema(empty)), 0
     try:
-        return delta.read_changes(spark, uri, after=after, upto=upto), None
+        table = delta.read_changes(uri, after=after, upto=upto)
     except (DeltaError, OSError, ValueError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        return None, f"change data feed of source {name} for versions {after + 1}..{upto} cannot be read ({first})"
+        raise RefreshError(
+            f"the change data feed of source {name} for versions {after + 1}..{upto} cannot be read ({first}); "
+            "run a full refresh to rebuild from the current snapshot"
+        ) from exc
+    return to_spark(spark, table), table.num_rows
 
 
 def read_full(spark: SparkSession, uri: str, version: int) -> DataFrame:

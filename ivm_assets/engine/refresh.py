@@ -21,6 +21,7 @@ from ivm_assets.engine import output
 from ivm_assets.engine.compile import CompiledView
 from ivm_assets.errors import RefreshError
 from ivm_assets.operators.base import EpochContext, materialize
+from ivm_assets.spark.session import tuned_for
 from ivm_assets.sql.incrementalize import operators
 from ivm_assets.state.progress import EpochRecord, Progress
 
@@ -84,7 +85,8 @@ def refresh_view(
             return RefreshResult(view.name, "unchanged", None, latest.epoch, sources, 0, 0, time.perf_counter() - started)
         progress.append(epoch=record.epoch, status="started", mode=record.mode, reason=record.reason, payload=record.payload)
     epoch = Epoch(f"ivm:{view.name}", record.epoch, {"ivm.view": view.name, "ivm.mode": record.mode})
-    stats = _run_epoch(spark, view, where, record, epoch, buckets)
+    with tuned_for(spark, small=record.mode != "full"):
+        stats = _run_epoch(spark, view, where, record, epoch, buckets)
     out_version = delta.latest_version(where.output)
     payload = {**record.payload, "stats": stats, "output_version_after": out_version}
     progress.append(epoch=record.epoch, status="committed", mode=record.mode, reason=record.reason, payload=payload)
@@ -104,10 +106,11 @@ def _plan_epoch(view: CompiledView, where: ViewLocation, relations: dict[str, st
         upto = delta.latest_version(uri)
         before = last["sources"].get(name) if last else None
         sources[name] = {"uri": uri, "from": before["to"] if before else None, "to": upto, "schema": cdc.schema_signature(uri, upto)}
-    reason = _full_reason(view, where, last, sources, full)
     moved = any(s["from"] != s["to"] for s in sources.values())
-    if not moved and (reason is None or reason == view.reason() or "refresh: full" in reason):
+    up_to_date = last is not None and last.get("sql_hash") == view.definition.sql_hash and delta.is_delta_table(where.output)
+    if up_to_date and not moved and not full:
         return None
+    reason = _full_reason(view, where, last, sources, full)
     mode = "full" if reason else "incremental"
     problem = _source_problem(last, sources) if reason and last else None
     if problem and view.definition.settings.refresh == "incremental" and not full:
@@ -164,17 +167,13 @@ def _run_epoch(spark: SparkSession, view: CompiledView, where: ViewLocation, rec
     else:
         frames = {}
         for name, s in sources.items():
-            frame, why = cdc.read_range(spark, name, s["uri"], s["from"], s["to"])
-            if frame is None:
-                raise RefreshError(f"view {view.name!r}: {why}; run a full refresh (`ivm refresh --full {view.name}`)")
-            frames[name], n = materialize(frame)
-            stats[f"rows_in.{name}"] = n
+            frames[name], stats[f"rows_in.{name}"] = cdc.read_range(spark, name, s["uri"], s["from"], s["to"])
         stats["rows_in"] = sum(v for k, v in stats.items() if k.startswith("rows_in."))
     if view.root is None:
         return {**stats, **_recompute(spark, view, where, frames, epoch)}
     ctx = EpochContext(spark, epoch, record.mode == "full", where.state_root, buckets, frames, record.payload["state_versions"], stats)
     change = view.root.step(ctx)
-    shaped, n_out = materialize(output.shape(change, view.root.columns, view.schema))
+    shaped, n_out = materialize(output.shape(change, view.root.columns, view.schema), small=record.mode != "full")
     stats["rows_out"] = n_out
     done = delta.transaction_version(where.output, epoch.app_id)
     if done is not None and done >= epoch.number:

@@ -131,20 +131,20 @@ class AggregateOp(Operator):
         return groups.select(*out)
 
     def step(self, ctx: EpochContext) -> DataFrame:
-        delta, n = materialize(consolidate(self.input.step(ctx), self.input.columns))
+        delta, n = materialize(consolidate(self.input.step(ctx), self.input.columns), small=not ctx.full)
         if not self.keys:
             delta = delta.withColumn(_GLOBAL, F.lit(0))
         empty = self._output_schema_frame(delta)
         if n == 0 and not (ctx.full and not self.keys):
             return empty
-        change, _ = materialize(self._partials(delta))
+        change, _ = materialize(self._partials(delta), small=not ctx.full)
         if ctx.full and not self.keys and change.count() == 0:
             change = ctx.spark.createDataFrame([(0,)], f"{q(_GLOBAL)} int").select(
                 col(_GLOBAL), *[F.lit(0).cast(change.schema[p].dataType).alias(p) for p in self.partials]
             )
         old = self.groups.read(ctx, change, self.group_keys)
         old = self.groups.current(old) if old is not None else None
-        new, _ = materialize(self._combine(old, change))
+        new, _ = materialize(self._combine(old, change), small=not ctx.full)
         arg_types = {i: delta.schema[a.arg].dataType for i, a in enumerate(self.aggs) if a.arg}
         old_values: dict[int, DataFrame | None] = {}
         new_values: dict[int, DataFrame | None] = {}
@@ -154,7 +154,7 @@ class AggregateOp(Operator):
                 delta.filter(col(self.aggs[i].arg).isNotNull()).select(*[col(k) for k in self.group_keys], col(self.aggs[i].arg).alias("v"), col(WEIGHT)),
                 self.group_keys + ("v",),
             )
-            value_changes[i], _ = materialize(dv)
+            value_changes[i], _ = materialize(dv, small=not ctx.full)
             raw = table.read(ctx, change, self.group_keys)
             old_rows = table.current(raw) if raw is not None else None
             new_rows = consolidate(old_rows.unionAll(value_changes[i]) if old_rows is not None else value_changes[i], self.group_keys + ("v",))
@@ -167,7 +167,7 @@ class AggregateOp(Operator):
         alive_new = new if not self.keys else new.filter(col(_COUNT) > 0)
         parts.append(self._output(alive_new, new_values, arg_types).withColumn(WEIGHT, F.lit(1).cast("bigint")))
         result = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
-        out, _ = materialize(consolidate(result, self.columns))
+        out, _ = materialize(consolidate(result, self.columns), small=not ctx.full)
         self.groups.write(ctx, new)
         for i, table in self.values.items():
             table.write(ctx, value_changes[i])

@@ -15,6 +15,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ivm_assets.delta.tables import WEIGHT, Epoch
+from ivm_assets.spark.arrow import to_arrow, to_spark
 from ivm_assets.sql.plan import q
 
 
@@ -30,8 +31,17 @@ def consolidate(df: DataFrame, columns: tuple[str, ...] | list[str]) -> DataFram
     return df.groupBy(*[col(c) for c in columns]).agg(F.sum(col(WEIGHT)).alias(WEIGHT)).filter(col(WEIGHT) != 0)
 
 
-def materialize(df: DataFrame) -> tuple[DataFrame, int]:
-    """Compute ``df`` once (later readers reuse the result) and count its rows."""
+def materialize(df: DataFrame, *, small: bool) -> tuple[DataFrame, int]:
+    """Compute ``df`` once (later readers reuse the result) and count its rows.
+
+    A ``small`` result (an incremental change) comes back to the driver as Arrow and
+    returns as a local relation: later steps over it then cost no extra Spark jobs, which
+    dominate the time of small refreshes. A large one (full refresh) stays on the
+    executors as a local checkpoint.
+    """
+    if small:
+        table = to_arrow(df)
+        return to_spark(df.sparkSession, table), table.num_rows
     df = df.localCheckpoint(eager=True)
     return df, df.count()
 

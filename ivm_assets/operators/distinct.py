@@ -32,7 +32,7 @@ class DistinctOp(Operator):
         return (self.counts,)
 
     def step(self, ctx: EpochContext) -> DataFrame:
-        delta, n = materialize(consolidate(self.input.step(ctx), self.columns))
+        delta, n = materialize(consolidate(self.input.step(ctx), self.columns), small=not ctx.full)
         if n == 0:
             if ctx.full:
                 self.counts.write(ctx, delta)
@@ -47,7 +47,7 @@ class DistinctOp(Operator):
         before, after = col("__old"), col("__old") + col(WEIGHT)
         flip = F.when((before <= 0) & (after > 0), 1).when((before > 0) & (after <= 0), -1).otherwise(0)
         out, _ = materialize(
-            joined.select(*[col(c) for c in self.columns], flip.cast("bigint").alias(WEIGHT)).filter(col(WEIGHT) != 0)
+            joined.select(*[col(c) for c in self.columns], flip.cast("bigint").alias(WEIGHT)).filter(col(WEIGHT) != 0), small=not ctx.full
         )
         self.counts.write(ctx, delta)
         return out

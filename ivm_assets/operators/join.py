@@ -63,8 +63,8 @@ class JoinOp(Operator):
         return out.filter(F.expr(self.residual)) if self.residual else out
 
     def step(self, ctx: EpochContext) -> DataFrame:
-        dl, nl = materialize(self._keyed(consolidate(self.left.step(ctx), self.left.columns), self.left_keys))
-        dr, nr = materialize(self._keyed(consolidate(self.right.step(ctx), self.right.columns), self.right_keys))
+        dl, nl = materialize(self._keyed(consolidate(self.left.step(ctx), self.left.columns), self.left_keys), small=not ctx.full)
+        dr, nr = materialize(self._keyed(consolidate(self.right.step(ctx), self.right.columns), self.right_keys), small=not ctx.full)
         parts: list[DataFrame] = []
         if nl:
             old_right = self.right_state.read(ctx, dl, self.left_keys)
@@ -77,7 +77,7 @@ class JoinOp(Operator):
         if nl and nr:
             parts.append(self._join(dl, dr))
         if parts:
-            out, _ = materialize(consolidate(reduce(DataFrame.unionAll, parts), self.columns))
+            out, _ = materialize(consolidate(reduce(DataFrame.unionAll, parts), self.columns), small=not ctx.full)
         else:
             out = self._join(dl.limit(0), dr.limit(0))
         if nl or ctx.full:

@@ -10,7 +10,8 @@ import os
 import shutil
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 
 from pyspark.sql import SparkSession
 
@@ -31,6 +32,12 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     "spark.driver.memory": "4g",
     "spark.sql.ansi.enabled": "false",
+}
+
+
+SMALL_CHANGE_CONF: dict[str, str] = {
+    "spark.sql.shuffle.partitions": "2",
+    "spark.sql.adaptive.enabled": "false",
 }
 
 
@@ -69,8 +76,30 @@ def get_spark(
         for key, value in {**DEFAULT_CONF, **(conf or {})}.items():
             builder = builder.config(key, value)
         session = builder.getOrCreate()
-        session.sparkContext.setLogLevel("ERROR")
+        if remote is None:
+            # Analysis errors reach the user as SqlErrors; Spark's own log copy is noise.
+            session.sparkContext.setLogLevel("ERROR")
+            jvm = session.sparkContext._jvm
+            jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
+                "SQLQueryContextLogger", jvm.org.apache.logging.log4j.Level.OFF
+            )
         return session
+
+
+@contextmanager
+def tuned_for(spark: SparkSession, *, small: bool) -> Iterator[None]:
+    """Session settings for one epoch: few partitions and no adaptive re-planning for small
+    change sets (each Spark job then costs ~0.1 s instead of ~0.5 s), defaults otherwise."""
+    settings = SMALL_CHANGE_CONF if small else {k: DEFAULT_CONF[k] for k in SMALL_CHANGE_CONF}
+    previous = {k: spark.conf.get(k, None) for k in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in previous.items():
+            if value is not None:
+                spark.conf.set(key, value)
 
 
 def stop_spark() -> None:
