@@ -59,7 +59,7 @@ PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
 # --- data and project ---------------------------------------------------------------------
 def generate_parquet(sf: float) -> Path:
-    """TPC-H parquet at ``sf``, generated once per scale factor and cached (generation is the slow part)."""
+    """TPC-H parquet at ``sf``, generated once per scale factor and reused by later runs."""
     out = DATA_DIR / f"sf{sf:g}" / "parquet"
     done = out / "_COMPLETE"
     if done.exists():
@@ -320,6 +320,8 @@ def _result_fields(result: RefreshResult) -> dict[str, Any]:
 # --- the whole run ------------------------------------------------------------------------
 @dataclass
 class Context:
+    """One run's Spark session, fresh source tables, run folder and loaded project."""
+
     spark: SparkSession
     sources: dict[str, str]
     run_dir: Path
@@ -418,6 +420,8 @@ def machine_info(spark: SparkSession) -> dict[str, Any]:
         "spark": spark.version,
         "spark_driver_memory": spark.conf.get("spark.driver.memory"),
         "deltalake": version("deltalake"),
+        # The machine may be shared: a load above the core count means the times are inflated.
+        "load_average_at_end": [round(x, 1) for x in os.getloadavg()],
     }
 
 
@@ -451,7 +455,8 @@ def report(args: argparse.Namespace, ctx: Context, runs: list[ViewRun], batches:
         f"# TPC-H refresh benchmark, SF {args.sf:g}",
         "",
         f"{meta['date']} · {machine['cores']} cores ({machine['cpu']}), {machine['memory_gib']} GiB · "
-        f"Spark {machine['spark']} (driver {machine['spark_driver_memory']}), deltalake {machine['deltalake']}",
+        f"Spark {machine['spark']} (driver {machine['spark_driver_memory']}), deltalake {machine['deltalake']} · "
+        f"load average at the end (1/5/15 min): {' / '.join(map(str, machine['load_average_at_end']))}",
         "",
         f"Each batch: RF1 inserts {batches.size} orders with their lineitems, RF2 deletes {batches.size} "
         f"(batch fraction {args.batch_fraction:g}). Times are medians of {args.repeats} batches; "

@@ -110,11 +110,12 @@ class IvmProject:
         return self.sources[name] if name in self.sources else self.location(name).output
 
     # --- compiling ------------------------------------------------------------------------
-    def _source_schema(self, name: str) -> T.StructType:
+    def _source_schema(self, name: str, reader: ViewDefinition) -> T.StructType:
         uri = self.sources[name]
         if not delta.is_delta_table(uri):
             raise SourceError(
-                f"source `{name}` in {self.root / 'ivm.yaml'}: expected a Delta table at {uri}, found "
+                f"source `{name}` in {self.root / 'ivm.yaml'} (read by view {reader.name!r}, {reader.file}): "
+                f"expected a Delta table at {uri}, found "
                 f"{'a folder without a _delta_log' if os.path.isdir(uri) else 'nothing'}. "
                 "Point it at a Delta table (a folder with _delta_log/)."
             )
@@ -131,7 +132,7 @@ class IvmProject:
             view = self.views[name]
             for dep in view.dependencies:
                 if dep not in schemas and dep in self.sources:
-                    schemas[dep] = self._source_schema(dep)
+                    schemas[dep] = self._source_schema(dep, view)
             compiled[name] = compile_view(self.spark, view, schemas)
             schemas[name] = compiled[name].schema
         return compiled

@@ -173,7 +173,8 @@ def _run_epoch(spark: SparkSession, view: CompiledView, where: ViewLocation, rec
         return {**stats, **_recompute(spark, view, where, frames, epoch)}
     ctx = EpochContext(spark, epoch, record.mode == "full", where.state_root, buckets, frames, record.payload["state_versions"], stats)
     change = view.root.step(ctx)
-    shaped, n_out = materialize(output.shape(change, view.root.columns, view.schema), small=record.mode != "full")
+    shaped = materialize(output.shape(change, view.root.columns, view.schema), small=record.mode != "full")
+    shaped, n_out = shaped.df, shaped.rows
     stats["rows_out"] = n_out
     done = delta.transaction_version(where.output, epoch.app_id)
     if done is not None and done >= epoch.number:
@@ -194,4 +195,5 @@ def _recompute(spark: SparkSession, view: CompiledView, where: ViewLocation, fra
     done = delta.transaction_version(where.output, epoch.app_id)
     if done is not None and done >= epoch.number:
         return {}
-    return {"rows_written": output.overwrite(where.output, rows, view.schema, epoch)}
+    written = output.overwrite(where.output, rows, view.schema, epoch)
+    return {"rows_written": written, "rows_out": written}

@@ -23,9 +23,9 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ivm_assets.delta.tables import WEIGHT
-from ivm_assets.operators.base import EpochContext, Operator, col, consolidate, materialize, null_safe_match
+from ivm_assets.operators.base import Batch, EpochContext, Operator, col, consolidate, materialize, null_safe_match
 from ivm_assets.sql.plan import AggCall, q
-from ivm_assets.state.arrangement import StateTable
+from ivm_assets.state.arrangement import BUCKET, StateTable, with_bucket
 
 _GLOBAL = "__g"
 _COUNT = "__cnt"
@@ -131,57 +131,53 @@ class AggregateOp(Operator):
         return groups.select(*out)
 
     def step(self, ctx: EpochContext) -> DataFrame:
-        delta, n = materialize(consolidate(self.input.step(ctx), self.input.columns), small=not ctx.full)
+        delta = consolidate(self.input.step(ctx), self.input.columns)
         if not self.keys:
             delta = delta.withColumn(_GLOBAL, F.lit(0))
-        empty = self._output_schema_frame(delta)
-        if n == 0 and not (ctx.full and not self.keys):
-            return empty
-        change, _ = materialize(self._partials(delta), small=not ctx.full)
-        if ctx.full and not self.keys and change.count() == 0:
-            change = ctx.spark.createDataFrame([(0,)], f"{q(_GLOBAL)} int").select(
-                col(_GLOBAL), *[F.lit(0).cast(change.schema[p].dataType).alias(p) for p in self.partials]
-            )
-        old = self.groups.read(ctx, change, self.group_keys)
-        old = self.groups.current(old) if old is not None else None
-        new, _ = materialize(self._combine(old, change), small=not ctx.full)
+        batch = materialize(with_bucket(delta, self.group_keys, ctx.buckets), small=not ctx.full)
+        delta = batch.df.drop(BUCKET)
         arg_types = {i: delta.schema[a.arg].dataType for i, a in enumerate(self.aggs) if a.arg}
+        if batch.rows == 0 and not (ctx.full and not self.keys):
+            return self._output(self._partials(delta), {i: None for i in self.values}, arg_types).withColumn(
+                WEIGHT, F.lit(0).cast("bigint")
+            )
+        change = self._partials(delta)
+        if batch.rows == 0:  # full refresh of a global aggregate over no rows: its one row still exists
+            change = ctx.spark.createDataFrame([(0,)], f"{q(_GLOBAL)} int").select(
+                col(_GLOBAL), *[F.lit(None).cast(change.schema[p].dataType).alias(p) for p in self.partials]
+            )
+        raw = self.groups.read(ctx, batch, self.group_keys)
+        old = self.groups.current(raw) if raw is not None else None
+        new = materialize(with_bucket(self._combine(old, change), self.group_keys, ctx.buckets), small=not ctx.full)
         old_values: dict[int, DataFrame | None] = {}
         new_values: dict[int, DataFrame | None] = {}
-        value_changes: dict[int, DataFrame] = {}
+        value_changes: dict[int, Batch] = {}
         for i, table in self.values.items():
-            dv = consolidate(
-                delta.filter(col(self.aggs[i].arg).isNotNull()).select(*[col(k) for k in self.group_keys], col(self.aggs[i].arg).alias("v"), col(WEIGHT)),
-                self.group_keys + ("v",),
+            values = delta.filter(col(self.aggs[i].arg).isNotNull()).select(
+                *[col(k) for k in self.group_keys], col(self.aggs[i].arg).alias("v"), col(WEIGHT)
             )
-            value_changes[i], _ = materialize(dv, small=not ctx.full)
-            raw = table.read(ctx, change, self.group_keys)
-            old_rows = table.current(raw) if raw is not None else None
-            new_rows = consolidate(old_rows.unionAll(value_changes[i]) if old_rows is not None else value_changes[i], self.group_keys + ("v",))
+            value_changes[i] = materialize(
+                with_bucket(consolidate(values, self.group_keys + ("v",)), self.group_keys, ctx.buckets), small=not ctx.full
+            )
+            dv = value_changes[i].df.drop(BUCKET)
+            raw_values = table.read(ctx, batch, self.group_keys)
+            old_rows = table.current(raw_values) if raw_values is not None else None
+            new_rows = consolidate(old_rows.unionByName(dv) if old_rows is not None else dv, self.group_keys + ("v",))
             old_values[i] = self._value_aggs(old_rows, i, self.aggs[i].func)
             new_values[i] = self._value_aggs(new_rows, i, self.aggs[i].func)
+        new_groups = new.df.drop(BUCKET)
         parts = []
         if old is not None:
             alive = old if not self.keys else old.filter(col(_COUNT) > 0)
             parts.append(self._output(alive, old_values, arg_types).withColumn(WEIGHT, F.lit(-1).cast("bigint")))
-        alive_new = new if not self.keys else new.filter(col(_COUNT) > 0)
+        alive_new = new_groups if not self.keys else new_groups.filter(col(_COUNT) > 0)
         parts.append(self._output(alive_new, new_values, arg_types).withColumn(WEIGHT, F.lit(1).cast("bigint")))
         result = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
-        out, _ = materialize(consolidate(result, self.columns), small=not ctx.full)
+        out = materialize(consolidate(result, self.columns), small=not ctx.full).df
         self.groups.write(ctx, new)
         for i, table in self.values.items():
             table.write(ctx, value_changes[i])
         return out
-
-    def _output_schema_frame(self, delta: DataFrame) -> DataFrame:
-        """An empty change set with this operator's output columns."""
-        return self.step_types(delta).limit(0)
-
-    def step_types(self, delta: DataFrame) -> DataFrame:
-        change = self._partials(delta.limit(0))
-        values = {i: change.select(*[col(k) for k in self.group_keys], F.lit(None).cast(delta.schema[self.aggs[i].arg].dataType).alias(f"m{i}")) for i in self.values}
-        arg_types = {i: delta.schema[a.arg].dataType for i, a in enumerate(self.aggs) if a.arg}
-        return self._output(change, values, arg_types).withColumn(WEIGHT, F.lit(0).cast("bigint"))
 
     def describe(self) -> str:
         funcs = ", ".join(f"{a.func}({a.arg or '*'})" for a in self.aggs)

@@ -11,6 +11,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -31,19 +33,35 @@ def consolidate(df: DataFrame, columns: tuple[str, ...] | list[str]) -> DataFram
     return df.groupBy(*[col(c) for c in columns]).agg(F.sum(col(WEIGHT)).alias(WEIGHT)).filter(col(WEIGHT) != 0)
 
 
-def materialize(df: DataFrame, *, small: bool) -> tuple[DataFrame, int]:
+@dataclass(frozen=True)
+class Batch:
+    """A computed change set: the frame, its row count, and (when small) its Arrow copy."""
+
+    df: DataFrame
+    rows: int
+    table: pa.Table | None = None
+
+    def values(self, column: str) -> list:
+        """Distinct values of ``column`` (read from the Arrow copy when there is one)."""
+        if self.table is not None:
+            return sorted(v for v in pc.unique(self.table.column(column)).to_pylist() if v is not None)
+        return sorted(r[0] for r in self.df.select(col(column)).distinct().collect() if r[0] is not None)
+
+
+def materialize(df: DataFrame, *, small: bool) -> Batch:
     """Compute ``df`` once (later readers reuse the result) and count its rows.
 
     A ``small`` result (an incremental change) comes back to the driver as Arrow and
-    returns as a local relation: later steps over it then cost no extra Spark jobs, which
-    dominate the time of small refreshes. A large one (full refresh) stays on the
+    returns as a local relation: later steps over it then cost no extra Spark jobs, and its
+    Arrow copy can be committed to a state table as it is. Spark jobs, not data volume,
+    dominate the time of small refreshes. A large result (full refresh) stays on the
     executors as a local checkpoint.
     """
     if small:
         table = to_arrow(df)
-        return to_spark(df.sparkSession, table), table.num_rows
+        return Batch(to_spark(df.sparkSession, table), table.num_rows, table)
     df = df.localCheckpoint(eager=True)
-    return df, df.count()
+    return Batch(df, df.count())
 
 
 def null_safe_match(left: DataFrame, right: DataFrame, pairs: list[tuple[str, str]]) -> Column | None:

@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 
 from ivm_assets.delta.tables import WEIGHT
 from ivm_assets.operators.base import EpochContext, Operator, col, consolidate, materialize, null_safe_match
-from ivm_assets.state.arrangement import StateTable
+from ivm_assets.state.arrangement import BUCKET, StateTable, with_bucket
 
 
 class DistinctOp(Operator):
@@ -32,12 +32,13 @@ class DistinctOp(Operator):
         return (self.counts,)
 
     def step(self, ctx: EpochContext) -> DataFrame:
-        delta, n = materialize(consolidate(self.input.step(ctx), self.columns), small=not ctx.full)
-        if n == 0:
+        batch = materialize(with_bucket(consolidate(self.input.step(ctx), self.columns), self.columns, ctx.buckets), small=not ctx.full)
+        delta = batch.df.drop(BUCKET)
+        if batch.rows == 0:
             if ctx.full:
-                self.counts.write(ctx, delta)
+                self.counts.write(ctx, batch)
             return delta
-        raw = self.counts.read(ctx, delta, self.columns)
+        raw = self.counts.read(ctx, batch, self.columns)
         old = self.counts.current(raw) if raw is not None else None
         if old is None:
             joined = delta.withColumn("__old", F.lit(0).cast("bigint"))
@@ -46,10 +47,11 @@ class DistinctOp(Operator):
             joined = delta.join(o, null_safe_match(delta, o, [(c, f"o_{c}") for c in self.columns]), "left").fillna(0, ["__old"])
         before, after = col("__old"), col("__old") + col(WEIGHT)
         flip = F.when((before <= 0) & (after > 0), 1).when((before > 0) & (after <= 0), -1).otherwise(0)
-        out, _ = materialize(
-            joined.select(*[col(c) for c in self.columns], flip.cast("bigint").alias(WEIGHT)).filter(col(WEIGHT) != 0), small=not ctx.full
-        )
-        self.counts.write(ctx, delta)
+        out = materialize(
+            joined.select(*[col(c) for c in self.columns], flip.cast("bigint").alias(WEIGHT)).filter(col(WEIGHT) != 0),
+            small=not ctx.full,
+        ).df
+        self.counts.write(ctx, batch)
         return out
 
     def describe(self) -> str:

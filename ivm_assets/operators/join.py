@@ -18,9 +18,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ivm_assets.delta.tables import WEIGHT
-from ivm_assets.operators.base import EpochContext, Operator, col, consolidate, materialize
+from ivm_assets.operators.base import Batch, EpochContext, Operator, col, consolidate, materialize
 from ivm_assets.sql.plan import q
-from ivm_assets.state.arrangement import StateTable
+from ivm_assets.state.arrangement import BUCKET, StateTable, with_bucket
 
 _WL, _WR = "__wl", "__wr"
 
@@ -62,28 +62,30 @@ class JoinOp(Operator):
         out = joined.select(*[col(c) for c in self.columns], (col(_WL) * col(_WR)).alias(WEIGHT))
         return out.filter(F.expr(self.residual)) if self.residual else out
 
+    def _side(self, ctx: EpochContext, op: Operator, keys: tuple[str, ...]) -> Batch:
+        """One side's consolidated change with non-NULL keys, bucketed by its key."""
+        change = self._keyed(consolidate(op.step(ctx), op.columns), keys)
+        return materialize(with_bucket(change, keys, ctx.buckets), small=not ctx.full)
+
     def step(self, ctx: EpochContext) -> DataFrame:
-        dl, nl = materialize(self._keyed(consolidate(self.left.step(ctx), self.left.columns), self.left_keys), small=not ctx.full)
-        dr, nr = materialize(self._keyed(consolidate(self.right.step(ctx), self.right.columns), self.right_keys), small=not ctx.full)
+        dl = self._side(ctx, self.left, self.left_keys)
+        dr = self._side(ctx, self.right, self.right_keys)
+        left, right = dl.df.drop(BUCKET), dr.df.drop(BUCKET)
         parts: list[DataFrame] = []
-        if nl:
-            old_right = self.right_state.read(ctx, dl, self.left_keys)
-            if old_right is not None:
-                parts.append(self._join(F.broadcast(dl) if nl < 200_000 else dl, old_right))
-        if nr:
-            old_left = self.left_state.read(ctx, dr, self.right_keys)
-            if old_left is not None:
-                parts.append(self._join(old_left, F.broadcast(dr) if nr < 200_000 else dr))
-        if nl and nr:
-            parts.append(self._join(dl, dr))
+        old_right = self.right_state.read(ctx, dl, self.left_keys)
+        if old_right is not None:
+            parts.append(self._join(F.broadcast(left), old_right))
+        old_left = self.left_state.read(ctx, dr, self.right_keys)
+        if old_left is not None:
+            parts.append(self._join(old_left, F.broadcast(right)))
+        if dl.rows and dr.rows:
+            parts.append(self._join(left, right))
         if parts:
-            out, _ = materialize(consolidate(reduce(DataFrame.unionAll, parts), self.columns), small=not ctx.full)
+            out = materialize(consolidate(reduce(DataFrame.unionAll, parts), self.columns), small=not ctx.full).df
         else:
-            out = self._join(dl.limit(0), dr.limit(0))
-        if nl or ctx.full:
-            self.left_state.write(ctx, dl)
-        if nr or ctx.full:
-            self.right_state.write(ctx, dr)
+            out = self._join(left.limit(0), right.limit(0))
+        self.left_state.write(ctx, dl)
+        self.right_state.write(ctx, dr)
         return out
 
     def describe(self) -> str:

@@ -126,12 +126,20 @@ def locate(node: exp.Expression, text: str, keyword: str | None = None) -> tuple
     """
     start = _first_offset(node)
     if keyword:
-        match = re.compile(keyword, re.IGNORECASE).search(text, 0)
+        match = re.compile(keyword, re.IGNORECASE).search(_code_only(text), 0)
         if match is not None:
             return _line_col(text, match.start())
     if start is not None:
         return _line_col(text, start)
     return None, None
+
+
+_NOT_CODE = re.compile(r"--[^\n]*|/\*.*?\*/|'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"", re.DOTALL)
+
+
+def _code_only(text: str) -> str:
+    """``text`` with comments and string literals blanked (offsets kept), for keyword search."""
+    return _NOT_CODE.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
 
 
 def _first_offset(node: exp.Expression) -> int | None:

@@ -9,6 +9,7 @@ Example:
 from __future__ import annotations
 
 import hashlib
+import re
 
 import sqlglot
 from sqlglot import exp
@@ -24,12 +25,15 @@ def parse_view(view: str, text: str, *, file: str | None) -> exp.Expression:
         statements = [s for s in sqlglot.parse(text, read="spark") if s is not None]
     except ParseError as exc:
         first = exc.errors[0] if exc.errors else {}
+        near, col = first.get("highlight") or "", first.get("col")
+        if col is not None and near and "\n" not in near:
+            col = max(1, col - len(near) + 1)  # sqlglot gives the token's last column; point at its first
         raise SqlError(
-            f"malformed SQL: {first.get('description') or exc}",
+            f"malformed SQL{f' near `{near}`' if near else ''}: {_readable(first.get('description') or str(exc))}",
             view=view,
             file=file,
             line=first.get("line"),
-            col=first.get("col"),
+            col=col,
             hint="a view is one SELECT statement in Spark SQL",
         ) from exc
     if len(statements) != 1 or not isinstance(statements[0], exp.Query):
@@ -41,6 +45,12 @@ def parse_view(view: str, text: str, *, file: str | None) -> exp.Expression:
             hint="put one query per .sql file; the file name is the view name",
         )
     return statements[0]
+
+
+def _readable(description: str) -> str:
+    """sqlglot's parse message without its Python internals (class and token reprs)."""
+    description = re.sub(r"<class '(?:[\w.]*\.)?(\w+)'>", r"\1", description)
+    return re.sub(r"<Token token_type: TokenType\.SENTINEL[^>]*>", "the end of the query", description)
 
 
 def referenced_tables(statement: exp.Expression, text: str) -> list[tuple[str, int | None, int | None]]:

@@ -18,17 +18,37 @@ from __future__ import annotations
 
 from typing import Literal
 
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import types as T
 from pyspark.sql import functions as F
 
 from ivm_assets.delta import tables as delta
 from ivm_assets.delta.tables import WEIGHT
-from ivm_assets.operators.base import EpochContext, col, consolidate, null_safe_match
+from ivm_assets.operators.base import Batch, EpochContext, col, consolidate, null_safe_match
 from ivm_assets.spark.arrow import to_arrow
 from ivm_assets.sql.plan import q
 
 BUCKET = "__bucket"
 EPOCH = "__epoch"
+
+
+def canonical_key(column: Column, dtype: T.DataType) -> Column:
+    """The key as hashed for bucketing: equal join keys of different types (INT and BIGINT,
+    DECIMAL and DOUBLE) must land in the same bucket, so numbers are widened first."""
+    if isinstance(dtype, (T.ByteType, T.ShortType, T.IntegerType, T.LongType)):
+        return column.cast("bigint")
+    if isinstance(dtype, (T.FloatType, T.DoubleType, T.DecimalType)):
+        return column.cast("double")
+    return column
+
+
+def with_bucket(df: DataFrame, keys: tuple[str, ...], buckets: int) -> DataFrame:
+    """``df`` plus ``__bucket``: pmod(hash(canonical keys), buckets), or 0 without keys."""
+    if not keys:
+        return df.withColumn(BUCKET, F.lit(0))
+    hashed = F.hash(*[canonical_key(df[q(k)], df.schema[k].dataType) for k in keys])
+    return df.withColumn(BUCKET, F.pmod(hashed, F.lit(buckets)))
 
 
 class StateTable:
@@ -53,30 +73,22 @@ class StateTable:
         root = ctx_or_root if isinstance(ctx_or_root, str) else ctx_or_root.state_root
         return f"{root}/{self.operator_id}_{self.name}"
 
-    def bucket_of(self, df: DataFrame, keys: tuple[str, ...], buckets: int) -> Column:
-        if not keys:
-            return F.lit(0)
-        return F.pmod(F.hash(*[df[q(k)] for k in keys]), F.lit(buckets))
-
-    def read(self, ctx: EpochContext, touched: DataFrame, touched_keys: tuple[str, ...]) -> DataFrame | None:
+    def read(self, ctx: EpochContext, touched: Batch, touched_keys: tuple[str, ...]) -> DataFrame | None:
         """State rows whose key equals a key of ``touched`` (its ``touched_keys`` columns).
 
+        ``touched`` carries ``__bucket`` computed by :func:`with_bucket` over those keys.
         None when the state is empty (first build, or the table does not exist yet).
         """
         uri = self.uri(ctx)
         version = ctx.state_versions.get(uri)
-        if ctx.full or version is None:
+        if ctx.full or version is None or touched.rows == 0:
             return None
-        buckets = sorted(
-            r[0] for r in touched.select(self.bucket_of(touched, touched_keys, ctx.buckets).alias("b")).distinct().collect()
-        )
-        if not buckets:
-            return None
+        buckets = touched.values(BUCKET)
         rows = delta.read_snapshot(
             ctx.spark, uri, version=version, partition_filters=[(BUCKET, "in", [str(b) for b in buckets])]
         ).drop(BUCKET)
         if self.keys:
-            keys = touched.select(*[col(k) for k in touched_keys]).distinct()
+            keys = touched.df.select(*[col(k) for k in touched_keys]).distinct()
             cond = null_safe_match(rows, keys, list(zip(self.keys, touched_keys)))
             rows = rows.join(F.broadcast(keys), cond, "left_semi")
         return rows
@@ -90,19 +102,24 @@ class StateTable:
         window = Window.partitionBy(*[col(k) for k in self.keys]).orderBy(F.col(EPOCH).desc())
         return rows.withColumn("__rank", F.row_number().over(window)).filter("__rank = 1").drop("__rank")
 
-    def write(self, ctx: EpochContext, rows: DataFrame) -> None:
-        """Append ``rows`` (overwrite everything on a full refresh), tagged with the epoch."""
+    def write(self, ctx: EpochContext, rows: Batch) -> None:
+        """Append ``rows`` (overwrite everything on a full refresh), tagged with the epoch.
+
+        ``rows`` holds the state's columns, ``__w`` (z-set) and ``__bucket`` over the keys;
+        the latest-value layout gets ``__epoch`` here.
+        """
         uri = self.uri(ctx)
         done = delta.transaction_version(uri, ctx.epoch.app_id)
         if done is not None and done >= ctx.epoch.number:
             return  # an interrupted attempt of this epoch already wrote it
-        if self.layout == "latest":
-            rows = rows.withColumn(EPOCH, F.lit(ctx.epoch.number).cast("bigint"))
-        extra = WEIGHT if self.layout == "zset" else EPOCH
-        rows = rows.select(*[col(c) for c in self.columns], col(extra))
-        rows = rows.withColumn(BUCKET, self.bucket_of(rows, self.keys, ctx.buckets))
-        table = to_arrow(rows)
-        if table.num_rows == 0 and not ctx.full and delta.is_delta_table(uri):
+        if rows.rows == 0 and not ctx.full and delta.is_delta_table(uri):
             return
+        names = [*self.columns, WEIGHT] if self.layout == "zset" else list(self.columns)
+        if rows.table is not None:
+            table = rows.table.select([*names, BUCKET])
+        else:
+            table = to_arrow(rows.df.select(*[col(c) for c in names], col(BUCKET)))
+        if self.layout == "latest":
+            table = table.append_column(EPOCH, pa.array([ctx.epoch.number] * table.num_rows, pa.int64()))
         delta.write(uri, table, mode="overwrite" if ctx.full else "append", epoch=ctx.epoch, partition_by=[BUCKET])
         ctx.stats["state_rows_written"] = ctx.stats.get("state_rows_written", 0) + table.num_rows

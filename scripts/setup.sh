@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Shared by scripts/demo.sh and scripts/test.sh: check Java, make .venv, install ivm_assets.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v java >/dev/null 2>&1 && [ -z "${JAVA_HOME:-}" ]; then
+  echo "error: Spark needs Java 17 or newer, and no 'java' was found on PATH (JAVA_HOME is not set either)." >&2
+  echo "Install it, e.g. 'sudo apt-get install -y openjdk-17-jre-headless', then run this command again." >&2
+  exit 1
+fi
+java_major=$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n1)
+if [ -n "$java_major" ] && [ "$java_major" -lt 17 ]; then
+  echo "error: Spark 4 needs Java 17 or newer; found Java $java_major. Install openjdk-17 and put it first on PATH." >&2
+  exit 1
+fi
+
+PYTHON=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+stamp=.venv/.ivm-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  .venv/bin/python -m pip install --quiet --upgrade pip
+  .venv/bin/python -m pip install --quiet -e ".[dev]"
+  touch "$stamp"
+fi

@@ -1,0 +1,267 @@
+"""Bad inputs give clear errors and leave every view's output as it was.
+
+Each error must name the file, the view and the construct (with line and column where the
+SQL is at fault), say what was expected and what to do; nothing may be half-written.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from conftest import assert_oracle, output_rows
+
+from ivm_assets import IvmProject
+from ivm_assets.delta import tables as delta
+from ivm_assets.errors import (
+    ConfigError,
+    NotIncrementalError,
+    RefreshError,
+    SourceError,
+    SqlError,
+    ViewCycleError,
+)
+
+TOTALS = "SELECT cust, SUM(amount) AS total\nFROM orders\nGROUP BY cust"
+
+
+def _shop(builder, *, cdf: bool = True) -> None:
+    builder.source("orders", {"id": [1, 2, 3], "cust": [1, 1, 2], "amount": [10, 20, 30]}, cdf=cdf)
+    builder.source("customers", {"id": [1, 2], "name": ["ann", "bob"]})
+
+
+def _new_order(builder, id_: int = 4, cust: int = 2, amount: int = 40) -> None:
+    delta.write(builder.uri("orders"), pa.table({"id": [id_], "cust": [cust], "amount": [amount]}), mode="append")
+
+
+def _sql_error(builder, sql: str, exc_type: type[SqlError] = SqlError, **settings) -> SqlError:
+    """Load and refresh a project whose only view ``v`` is ``sql``; return the error raised."""
+    _shop(builder)
+    builder.view("v", sql, **settings)
+    with pytest.raises(exc_type) as info:
+        builder.load().refresh()
+    err = info.value
+    assert err.view == "v" and err.file.endswith("v.sql")
+    assert "v.sql" in str(err) and "view 'v'" in str(err)
+    return err
+
+
+def _output_state(project, view: str) -> tuple[int, list[tuple]]:
+    return delta.latest_version(project.location(view).output), output_rows(project, view)
+
+
+# --- malformed and unresolvable SQL ------------------------------------------------------------
+def test_malformed_sql_points_at_line_and_column(builder):
+    err = _sql_error(builder, "SELECT id\nFROM orders\nWHERE amount > AND cust = 1")
+    assert "malformed SQL near `AND`" in str(err)
+    assert (err.line, err.col) == (3, 16)  # at the AND where an operand was expected
+    assert "v.sql:3:16" in str(err)
+
+
+def test_more_than_one_statement_is_rejected(builder):
+    err = _sql_error(builder, "SELECT id FROM orders;\nSELECT id FROM customers")
+    assert "expected exactly one SELECT query" in str(err) and "one query per .sql file" in str(err)
+
+
+def test_unknown_table_lists_known_names(builder):
+    err = _sql_error(builder, "SELECT id\nFROM orderz")
+    assert (err.line, err.col) == (2, 6)
+    assert "v.sql:2:6" in str(err) and "unknown table `orderz`" in str(err)
+    assert "customers, orders" in str(err) and "sources:" in str(err)
+
+
+def test_unknown_column_is_located_by_the_analyzer(builder):
+    err = _sql_error(builder, "SELECT id,\n  amout\nFROM orders")
+    assert "amout" in str(err) and "`amount`" in str(err)  # Spark suggests the near miss
+    assert (err.line, err.col) == (2, 3) and "v.sql:2:3" in str(err)
+    assert err.hint and "column name" in err.hint
+
+
+def test_ambiguous_column_asks_for_a_qualifier(builder):
+    err = _sql_error(builder, "SELECT id, name\nFROM orders o JOIN customers c ON o.cust = c.id")
+    assert "AMBIGUOUS_REFERENCE" in str(err) and "`id`" in str(err)
+    assert (err.line, err.col) == (1, 8)
+    assert "qualify the column" in str(err)
+
+
+# --- constructs without an incremental rule ----------------------------------------------------
+CONSTRUCTS = [
+    pytest.param(
+        "SELECT o.id, c.name\nFROM orders o\n  LEFT JOIN customers c ON o.cust = c.id", "LEFT OUTER JOIN", 3, 3, id="left-join"
+    ),
+    pytest.param(
+        "SELECT id,\n  row_number() OVER (ORDER BY amount) AS rn\nFROM orders", "window function", 2, 16, id="window"
+    ),
+    pytest.param("SELECT id, amount\nFROM orders\nORDER BY amount DESC\nLIMIT 2", "ORDER BY … LIMIT", 4, 1, id="order-limit"),
+    pytest.param("SELECT id\nFROM orders\nWHERE rand() >= 0", "non-deterministic function RAND", 3, 7, id="rand"),
+]
+
+
+@pytest.mark.parametrize(("sql", "construct", "line", "col"), CONSTRUCTS)
+def test_construct_under_refresh_incremental_is_an_error(builder, sql, construct, line, col):
+    err = _sql_error(builder, sql, NotIncrementalError, refresh="incremental")
+    assert construct in str(err) and (err.line, err.col) == (line, col)
+    assert f"v.sql:{line}:{col}" in str(err)
+    assert "refresh: incremental" in str(err) and "refresh: auto" in err.hint
+    assert not delta.is_delta_table(builder.load().location("v").output)  # nothing written
+
+
+@pytest.mark.parametrize(("sql", "construct", "line", "col"), CONSTRUCTS)
+def test_construct_under_refresh_auto_is_recomputed(builder, sql, construct, line, col):
+    _shop(builder)
+    builder.view("v", sql)
+    project = builder.load()
+    assert project.refresh()[0].reason == "first build"
+    _new_order(builder)
+    (result,) = project.refresh()
+    assert result.mode == "full"
+    assert construct in result.reason and f"line {line}, column {col}" in result.reason
+    assert_oracle(project)
+
+
+# --- sources -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("make_folder", [True, False], ids=["plain-folder", "missing"])
+def test_source_that_is_not_a_delta_table(builder, make_folder):
+    _shop(builder)
+    builder.sources["events"] = "data/events"
+    if make_folder:
+        (builder.root / "data" / "events").mkdir(parents=True)
+    builder.view("v", "SELECT * FROM events")
+    with pytest.raises(SourceError) as info:
+        builder.load().refresh()
+    text = str(info.value)
+    assert "source `events`" in text and "ivm.yaml" in text and "expected a Delta table" in text
+    assert ("without a _delta_log" if make_folder else "found nothing") in text
+    assert "view 'v'" in text and "v.sql" in text  # the view that reads it
+
+
+def test_source_without_change_feed_under_auto_falls_back_to_full(builder):
+    _shop(builder, cdf=False)
+    builder.view("v", TOTALS)
+    project = builder.load()
+    assert project.refresh()[0].mode == "full"
+    _new_order(builder)
+    (result,) = project.refresh()
+    assert result.mode == "full" and "change data feed" in result.reason and "orders" in result.reason
+    assert_oracle(project)
+
+
+def test_source_without_change_feed_under_incremental_fails(builder):
+    _shop(builder, cdf=False)
+    builder.view("v", TOTALS, refresh="incremental")
+    project = builder.load()
+    assert project.refresh()[0].mode == "full"
+    before = _output_state(project, "v")
+    _new_order(builder)
+    with pytest.raises(RefreshError) as info:
+        project.refresh()
+    text = str(info.value)
+    assert "'v'" in text and "change data feed" in text and "orders" in text and "--full" in text
+    assert _output_state(project, "v") == before
+    assert project.refresh(full=True)[0].mode == "full"  # the advice works
+    assert_oracle(project)
+
+
+# --- ivm.yaml ------------------------------------------------------------------------------------
+def _config_error(builder, yaml_text: str) -> str:
+    _shop(builder)
+    builder.view("v", TOTALS)
+    (builder.root / "ivm.yaml").write_text(yaml_text)
+    with pytest.raises(ConfigError) as info:
+        IvmProject.load(builder.root)
+    return str(info.value)
+
+
+BASE_YAML = "sources:\n  orders: sources/orders\n  customers: sources/customers\n"
+
+
+def test_unknown_top_level_key(builder):
+    text = _config_error(builder, BASE_YAML + "colour: blue\n")
+    assert "ivm.yaml:4" in text and "unknown key `colour`" in text
+    assert "warehouse, sources, views, state_buckets" in text
+
+
+def test_unknown_view_setting(builder):
+    text = _config_error(builder, BASE_YAML + "views:\n  v:\n    refresh: auto\n    refesh_every: 5m\n")
+    assert "ivm.yaml:7" in text and "unknown key `views.v.refesh_every`" in text
+    assert "refresh, description" in text
+
+
+@pytest.mark.parametrize(
+    ("extra", "key", "line", "found"),
+    [
+        ("views:\n  v:\n    refresh: sometimes\n", "views.v.refresh", 6, "'sometimes'"),
+        ("state_buckets: lots\n", "state_buckets", 4, "'lots'"),
+    ],
+    ids=["refresh-sometimes", "state-buckets-lots"],
+)
+def test_wrong_type_in_config(builder, extra, key, line, found):
+    text = _config_error(builder, BASE_YAML + extra)
+    assert f"ivm.yaml:{line}: `{key}`" in text and f"found {found}" in text
+    if key.endswith("refresh"):
+        assert "'auto', 'incremental' or 'full'" in text
+    else:
+        assert "integer" in text
+
+
+def test_missing_project_file(tmp_path):
+    with pytest.raises(ConfigError) as info:
+        IvmProject.load(tmp_path)
+    assert "ivm.yaml" in str(info.value) and "sources:" in str(info.value)
+
+
+def test_settings_for_a_view_without_sql(builder):
+    text = _config_error(builder, BASE_YAML + "views:\n  revenue:\n    refresh: full\n")
+    assert "`revenue`" in text and "views/revenue.sql" in text and "views found: v" in text
+
+
+# --- the project as a whole ----------------------------------------------------------------------
+def test_view_cycle_is_named(builder):
+    _shop(builder)
+    builder.view("a", "SELECT * FROM b")
+    builder.view("b", "SELECT * FROM a")
+    with pytest.raises(ViewCycleError) as info:
+        builder.load()
+    text = str(info.value)
+    assert "a -> b -> a" in text or "b -> a -> b" in text
+    assert "a.sql" in text and "b.sql" in text and "break the cycle" in text
+
+
+def test_unknown_view_name(builder):
+    _shop(builder)
+    builder.view("v", TOTALS)
+    with pytest.raises(ConfigError) as info:
+        builder.load().refresh(["nope"])
+    assert "nope" in str(info.value) and "the project has: v" in str(info.value)
+
+
+# --- nothing half-written ------------------------------------------------------------------------
+def test_broken_view_leaves_its_output_untouched(builder):
+    _shop(builder)
+    builder.view("v", TOTALS)
+    project = builder.load()
+    project.refresh()
+    before = _output_state(project, "v")
+    _new_order(builder)
+    builder.view("v", "SELECT cust, SUM(amout) AS total\nFROM orders\nGROUP BY cust")
+    project = builder.load()
+    with pytest.raises(SqlError) as info:
+        project.refresh()
+    assert "v.sql:1:18" in str(info.value) and "amout" in str(info.value)
+    assert _output_state(project, "v") == before
+    (status,) = project.status()
+    assert status.epoch == 1 and not status.interrupted and "orders" in status.pending
+
+
+def test_one_broken_view_refreshes_no_view(builder):
+    _shop(builder)
+    builder.view("good", TOTALS)
+    builder.view("later", "SELECT * FROM good")
+    project = builder.load()
+    project.refresh()
+    before = {v: _output_state(project, v) for v in ("good", "later")}
+    _new_order(builder)
+    builder.view("later", "SELECT *\nFROM good\nWHERE totl > 0")
+    project = builder.load()
+    with pytest.raises(SqlError, match="later.sql:3:7"):
+        project.refresh()
+    assert {v: _output_state(project, v) for v in ("good", "later")} == before
