@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from conftest import ProjectBuilder
+from tests.conftest import ProjectBuilder
 
 from ivm_assets.delta import tables as delta
 

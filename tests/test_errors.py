@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-from conftest import assert_oracle, output_rows
+from tests.conftest import assert_oracle, output_rows
 
 from ivm_assets import IvmProject
 from ivm_assets.delta import tables as delta

@@ -131,7 +131,7 @@ def read_snapshot(
         # Spark's parquet reader would ignore deletion vectors / mapped names: let delta-rs
         # resolve them (this funnels the rows through the driver, so it is the slow path).
         return to_spark(spark, _read_all(dt.scan()))
-    files = dt.file_uris(partition_filters=partition_filters) if partition_filters else dt.file_uris()
+    files = dt.file_uris(file_pruning_predicate=partition_filters) if partition_filters else dt.file_uris()
     if not files:
         return spark.createDataFrame([], schema=spark_schema(schema))
     # An explicit schema spares Spark a job that reads every file footer to infer one.
