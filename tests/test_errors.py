@@ -86,12 +86,15 @@ def test_ambiguous_column_asks_for_a_qualifier(builder):
 # --- constructs without an incremental rule ----------------------------------------------------
 CONSTRUCTS = [
     pytest.param(
-        "SELECT o.id, c.name\nFROM orders o\n  LEFT JOIN customers c ON o.cust = c.id", "LEFT OUTER JOIN", 3, 3, id="left-join"
+        "SELECT o.id, c.name\nFROM orders o\n  LEFT JOIN customers c ON o.cust = c.id",
+        "LEFT OUTER JOIN", 3, 3, id="left-join",
     ),
     pytest.param(
         "SELECT id,\n  row_number() OVER (ORDER BY amount) AS rn\nFROM orders", "window function", 2, 16, id="window"
     ),
-    pytest.param("SELECT id, amount\nFROM orders\nORDER BY amount DESC\nLIMIT 2", "ORDER BY … LIMIT", 4, 1, id="order-limit"),
+    pytest.param(
+        "SELECT id, amount\nFROM orders\nORDER BY amount DESC\nLIMIT 2", "ORDER BY … LIMIT", 4, 1, id="order-limit"
+    ),
     pytest.param("SELECT id\nFROM orders\nWHERE rand() >= 0", "non-deterministic function RAND", 3, 7, id="rand"),
 ]
 

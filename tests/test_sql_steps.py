@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import os
 import re
 import shutil
 from dataclasses import dataclass, field
@@ -60,7 +61,8 @@ import yaml
 from tests.conftest import assert_oracle, output_rows
 from ivm_assets.spark.session import tuned_for
 
-STEPS_DIR = Path(__file__).parent / "fixtures" / "steps"
+# IVM_STEP_FIXTURES points the runner at another folder of fixtures (to try one out).
+STEPS_DIR = Path(os.environ.get("IVM_STEP_FIXTURES") or Path(__file__).parent / "fixtures" / "steps")
 FILES = sorted(STEPS_DIR.glob("*.yaml"))
 
 # --- fixture parsing ---------------------------------------------------------------------

@@ -47,7 +47,18 @@ class Epoch:
 # --- fault injection for the crash tests -------------------------------------------------
 # `IVM_CRASH_AFTER_COMMITS=N` kills this process with SIGKILL right after its N-th commit,
 # which is how the tests prove that a refresh killed between any two commits recovers.
+# With `IVM_CRASH_MODE=raise` it raises SimulatedCrash instead (same state on disk, no new
+# process and Spark session per crash point).
 _commits_done = 0
+
+
+class SimulatedCrash(BaseException):
+    """Raised at a commit boundary when IVM_CRASH_MODE=raise (never caught by ivm_assets)."""
+
+
+def reset_commit_count() -> None:
+    global _commits_done
+    _commits_done = 0
 
 
 def _committed() -> None:
@@ -55,6 +66,8 @@ def _committed() -> None:
     _commits_done += 1
     limit = os.environ.get("IVM_CRASH_AFTER_COMMITS")
     if limit is not None and _commits_done >= int(limit):
+        if os.environ.get("IVM_CRASH_MODE") == "raise":
+            raise SimulatedCrash(f"simulated crash after commit {_commits_done}")
         os.kill(os.getpid(), signal.SIGKILL)
 
 

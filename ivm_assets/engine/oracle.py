@@ -63,7 +63,7 @@ def check_view(project, view: str, *, sample: int = 5) -> OracleResult:
         raise RefreshError(f"view {view!r} has never been refreshed; nothing to check")
     definition = project.views[view]
     for name, source in record.payload["sources"].items():
-        delta.read_snapshot(spark, source["uri"], version=source["to"]).createOrReplaceTempView(name)
+        delta.read_snapshot(spark, project.relation_uri(name), version=source["to"]).createOrReplaceTempView(name)
     expected = _normalize(spark.sql(definition.text))
     actual_raw = delta.read_snapshot(spark, project.location(view).output, version=record.payload["output_version_after"])
     actual = _normalize(actual_raw.select(*[F.col(f"`{n}`") for n in expected.columns]))

@@ -86,7 +86,7 @@ def refresh_view(
         progress.append(epoch=record.epoch, status="started", mode=record.mode, reason=record.reason, payload=record.payload)
     epoch = Epoch(f"ivm:{view.name}", record.epoch, {"ivm.view": view.name, "ivm.mode": record.mode})
     with tuned_for(spark, small=record.mode != "full"):
-        stats = _run_epoch(spark, view, where, record, epoch, buckets)
+        stats = _run_epoch(spark, view, where, relations, record, epoch, buckets)
     out_version = delta.latest_version(where.output)
     payload = {**record.payload, "stats": stats, "output_version_after": out_version}
     progress.append(epoch=record.epoch, status="committed", mode=record.mode, reason=record.reason, payload=payload)
@@ -105,14 +105,14 @@ def _plan_epoch(view: CompiledView, where: ViewLocation, relations: dict[str, st
         uri = relations[name]
         upto = delta.latest_version(uri)
         before = last["sources"].get(name) if last else None
-        sources[name] = {"uri": uri, "from": before["to"] if before else None, "to": upto, "schema": cdc.schema_signature(uri, upto)}
+        sources[name] = {"from": before["to"] if before else None, "to": upto, "schema": cdc.schema_signature(uri, upto)}
     moved = any(s["from"] != s["to"] for s in sources.values())
     up_to_date = last is not None and last.get("sql_hash") == view.definition.sql_hash and delta.is_delta_table(where.output)
     if up_to_date and not moved and not full:
         return None
-    reason = _full_reason(view, where, last, sources, full)
+    reason = _full_reason(view, where, last, sources, relations, full)
     mode = "full" if reason else "incremental"
-    problem = _source_problem(last, sources) if reason and last else None
+    problem = _source_problem(last, sources, relations) if reason and last else None
     if problem and view.definition.settings.refresh == "incremental" and not full:
         raise RefreshError(
             f"view {view.name!r} has `refresh: incremental` but cannot be refreshed incrementally now: {problem}. "
@@ -123,7 +123,7 @@ def _plan_epoch(view: CompiledView, where: ViewLocation, relations: dict[str, st
         for op in operators(view.root):
             for table in op.state_tables:
                 uri = table.uri(where.state_root)
-                state_versions[uri] = delta.latest_version(uri) if delta.is_delta_table(uri) else None
+                state_versions[table.table_name] = delta.latest_version(uri) if delta.is_delta_table(uri) else None
     payload = {
         "sources": sources,
         "state_versions": state_versions,
@@ -133,7 +133,7 @@ def _plan_epoch(view: CompiledView, where: ViewLocation, relations: dict[str, st
     return EpochRecord((latest.epoch + 1) if latest else 1, "planned", mode, reason, payload, None)
 
 
-def _full_reason(view: CompiledView, where: ViewLocation, last: dict | None, sources: dict, full: bool) -> str | None:
+def _full_reason(view: CompiledView, where: ViewLocation, last: dict | None, sources: dict, relations: dict[str, str], full: bool) -> str | None:
     if last is None or not delta.is_delta_table(where.output):
         return "first build"
     if full:
@@ -144,30 +144,32 @@ def _full_reason(view: CompiledView, where: ViewLocation, last: dict | None, sou
         return view.reason()
     if last.get("sql_hash") != view.definition.sql_hash:
         return "view SQL changed"
-    return _source_problem(last, sources)
+    return _source_problem(last, sources, relations)
 
 
-def _source_problem(last: dict, sources: dict) -> str | None:
+def _source_problem(last: dict, sources: dict, relations: dict[str, str]) -> str | None:
     """Why some source's change feed cannot carry this epoch (None if all can)."""
     for name, s in sources.items():
         before = last["sources"].get(name)
         if before is None:
             return f"new source {name}"
-        why = cdc.unusable_range(name, s["uri"], s["from"], s["to"], before.get("schema"))
+        why = cdc.unusable_range(name, relations[name], s["from"], s["to"], before.get("schema"))
         if why:
             return why
     return None
 
 
-def _run_epoch(spark: SparkSession, view: CompiledView, where: ViewLocation, record: EpochRecord, epoch: Epoch, buckets: int) -> dict:
+def _run_epoch(
+    spark: SparkSession, view: CompiledView, where: ViewLocation, relations: dict[str, str], record: EpochRecord, epoch: Epoch, buckets: int
+) -> dict:
     sources = record.payload["sources"]
     stats: dict[str, int] = {}
     if record.mode == "full":
-        frames = {name: cdc.read_full(spark, s["uri"], s["to"]) for name, s in sources.items()}
+        frames = {name: cdc.read_full(spark, relations[name], s["to"]) for name, s in sources.items()}
     else:
         frames = {}
         for name, s in sources.items():
-            frames[name], stats[f"rows_in.{name}"] = cdc.read_range(spark, name, s["uri"], s["from"], s["to"])
+            frames[name], stats[f"rows_in.{name}"] = cdc.read_range(spark, name, relations[name], s["from"], s["to"])
         stats["rows_in"] = sum(v for k, v in stats.items() if k.startswith("rows_in."))
     if view.root is None:
         return {**stats, **_recompute(spark, view, where, frames, epoch)}

@@ -6,6 +6,7 @@ process reuses the session made here. Nothing else in ivm_assets builds a SparkS
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import sys
@@ -83,6 +84,7 @@ def get_spark(
             jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
                 "SQLQueryContextLogger", jvm.org.apache.logging.log4j.Level.OFF
             )
+        logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
         return session
 
 

@@ -126,9 +126,12 @@ def locate(node: exp.Expression, text: str, keyword: str | None = None) -> tuple
     """
     start = _first_offset(node)
     if keyword:
-        match = re.compile(keyword, re.IGNORECASE).search(_code_only(text), 0)
-        if match is not None:
-            return _line_col(text, match.start())
+        matches = [m.start() for m in re.finditer(keyword, _code_only(text), re.IGNORECASE)]
+        if matches:
+            # The occurrence nearest the node's own position: JOIN keywords precede the
+            # table name, OVER follows the function, LIMIT has no position at all.
+            anchor = start if start is not None else 0
+            return _line_col(text, min(matches, key=lambda m: abs(m - anchor)))
     if start is not None:
         return _line_col(text, start)
     return None, None

@@ -69,9 +69,14 @@ class StateTable:
         self.keys = keys
         self.layout = layout
 
+    @property
+    def table_name(self) -> str:
+        """The table's folder name under the view's state root."""
+        return f"{self.operator_id}_{self.name}"
+
     def uri(self, ctx_or_root: EpochContext | str) -> str:
         root = ctx_or_root if isinstance(ctx_or_root, str) else ctx_or_root.state_root
-        return f"{root}/{self.operator_id}_{self.name}"
+        return f"{root}/{self.table_name}"
 
     def read(self, ctx: EpochContext, touched: Batch, touched_keys: tuple[str, ...]) -> DataFrame | None:
         """State rows whose key equals a key of ``touched`` (its ``touched_keys`` columns).
@@ -80,7 +85,7 @@ class StateTable:
         None when the state is empty (first build, or the table does not exist yet).
         """
         uri = self.uri(ctx)
-        version = ctx.state_versions.get(uri)
+        version = ctx.state_versions.get(self.table_name)
         if ctx.full or version is None or touched.rows == 0:
             return None
         buckets = touched.values(BUCKET)
