@@ -125,10 +125,10 @@ def arrow_rows(schema: pa.Schema, rows: list[list]) -> pa.Table:
 
 # --- comparing rows ----------------------------------------------------------------------
 def _norm(value):
-    """A value in a comparable form: numbers as floats rounded to 9 significant digits."""
-    if value is None or isinstance(value, bool):
+    """A value in a comparable form: DECIMAL and DOUBLE as floats rounded to 9 significant digits."""
+    if value is None or isinstance(value, (bool, int)):
         return value
-    if isinstance(value, (int, float, Decimal)):
+    if isinstance(value, (float, Decimal)):
         x = float(value)
         if x == 0 or math.isnan(x) or math.isinf(x):
             return x
@@ -240,22 +240,31 @@ def _moved(result) -> bool:
 
 
 def _check(run: FileRun, results, expect: dict | None, modes: dict[str, str], default_mode: str) -> None:
+    """Modes, contents and the oracle; every problem found is reported in one failure."""
     project = run.project
+    problems: list[str] = []
     by_view = {r.view: r for r in results}
-    assert set(by_view) == set(project.views), f"refreshed {sorted(by_view)}, expected {sorted(project.views)}"
+    if set(by_view) != set(project.views):
+        problems.append(f"refreshed {sorted(by_view)}, expected {sorted(project.views)}")
     for view, result in by_view.items():
         want = modes.get(view, default_mode)
         if result.mode == "unchanged" and not _moved(result) and want != "full":
-            continue
-        assert result.mode == want, f"{view}: mode {result.mode!r} ({result.reason}), expected {want!r}"
+            continue  # none of its inputs moved in this step
+        if result.mode != want:
+            problems.append(f"{view}: refresh mode {result.mode!r} ({result.reason}), expected {want!r}")
     for view, rows in (expect or {}).items():
         actual = normalized_bag(output_rows(project, view))
         expected = normalized_bag(tuple(r) for r in rows)
-        assert actual == expected, f"{view}: contents differ\n  actual:   {actual}\n  expected: {expected}"
+        if actual != expected:
+            problems.append(f"{view}: contents differ\n    actual:   {actual}\n    expected: {expected}")
     # The oracle's EXCEPT ALL jobs over a handful of rows: few shuffle partitions, as the
     # engine itself uses for small epochs (the comparison does not depend on them).
     with tuned_for(project.spark, small=True):
-        assert_oracle(project)
+        try:
+            assert_oracle(project)
+        except AssertionError as exc:
+            problems.append(f"oracle: {str(exc).splitlines()[0]}")
+    assert not problems, "\n".join(problems)
 
 
 def _run_step(run: FileRun, index: int) -> None:

@@ -174,6 +174,18 @@ def read_small(uri: str) -> pa.Table:
     return _read_all(open_table(uri).scan())
 
 
+def file_count(uri: str) -> int:
+    """Number of data files in the table's latest version."""
+    return len(open_table(uri).file_uris())
+
+
+def snapshot_bytes(uri: str, *, version: int, partition_filters: list[tuple[str, str, object]] | None = None) -> int:
+    """Bytes of the files :func:`read_snapshot` would read (remote files count as large)."""
+    dt = open_table(uri, version)
+    files = dt.file_uris(file_pruning_predicate=partition_filters) if partition_filters else dt.file_uris()
+    return sum(os.path.getsize(f) if "://" not in f else 1 << 40 for f in files)
+
+
 def _read_all(reader) -> pa.Table:
     """delta-rs streams arro3 batches; pyarrow takes them through the C stream interface."""
     return pa.RecordBatchReader.from_stream(reader).read_all()

@@ -55,7 +55,7 @@ def _normalize(df: DataFrame) -> DataFrame:
     return df.select(*[_comparable(F.col(f"`{f.name}`"), f.dataType).alias(f.name) for f in df.schema.fields])
 
 
-def check_view(project, view: str, *, sample: int = 5) -> OracleResult:
+def check_view(project, view: str, *, sample_size: int = 5) -> OracleResult:
     """Compare ``view``'s output with its query recomputed at the recorded source versions."""
     spark = project.spark
     record = Progress(project.location(view).progress).last_committed()
@@ -67,12 +67,14 @@ def check_view(project, view: str, *, sample: int = 5) -> OracleResult:
     expected = _normalize(spark.sql(definition.text))
     actual_raw = delta.read_snapshot(spark, project.location(view).output, version=record.payload["output_version_after"])
     actual = _normalize(actual_raw.select(*[F.col(f"`{n}`") for n in expected.columns]))
-    missing = expected.exceptAll(actual)
-    extra = actual.exceptAll(expected)
-    return OracleResult(
-        view,
-        missing.count(),
-        extra.count(),
-        [r.asDict() for r in missing.limit(sample).collect()],
-        [r.asDict() for r in extra.limit(sample).collect()],
-    )
+    # One job: +1 per expected row, −1 per actual row; what does not cancel is a difference.
+    names = [F.col(f"`{n}`") for n in expected.columns]
+    tagged = expected.withColumn("__d", F.lit(1)).unionByName(actual.withColumn("__d", F.lit(-1)))
+    diff = tagged.groupBy(*names).agg(F.sum("__d").alias("__d")).filter("__d != 0").collect()
+    missing = [r for r in diff if r["__d"] > 0]
+    extra = [r for r in diff if r["__d"] < 0]
+
+    def sample(rows):
+        return [{k: v for k, v in r.asDict().items() if k != "__d"} for r in rows[:sample_size]]
+
+    return OracleResult(view, sum(r["__d"] for r in missing), -sum(r["__d"] for r in extra), sample(missing), sample(extra))

@@ -9,13 +9,15 @@ replaces all copies of that row by the right number in one MERGE.
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ivm_assets.delta import tables as delta
 from ivm_assets.delta.tables import WEIGHT, Epoch
-from ivm_assets.operators.base import col, consolidate, null_safe_match
+from ivm_assets.operators.base import Batch, col, consolidate, null_safe_match
+from ivm_assets.state.arrangement import LARGE_READ_BYTES
 from ivm_assets.spark.arrow import to_arrow
 
 _OP, _COPY = "__ivm_op", "__ivm_copy"
@@ -43,22 +45,25 @@ def overwrite(uri: str, rows: DataFrame, schema: T.StructType, epoch: Epoch) -> 
     return table.num_rows
 
 
-def apply_change(uri: str, change: DataFrame, schema: T.StructType, epoch: Epoch, *, output_version: int) -> None:
+def apply_change(uri: str, change: Batch, schema: T.StructType, epoch: Epoch, *, output_version: int) -> None:
     """Apply a consolidated change set (view columns + ``__w``) to the output table."""
     names = list(schema.names)
-    losing = change.filter(col(WEIGHT) < 0)
-    current = delta.read_snapshot(change.sparkSession, uri, version=output_version)
-    old = _old_counts(current, losing, names)
-    # Renamed so Spark does not confuse the two sides (both descend from `change`).
-    old = old.select(*[col(n).alias(f"__o{i}") for i, n in enumerate(names)], col("__old"))
-    cond = null_safe_match(change, old, [(n, f"__o{i}") for i, n in enumerate(names)])
-    with_old = change.join(old, cond if cond is not None else F.lit(True), "left").select(
-        *[col(n) for n in names], col(WEIGHT), F.coalesce(col("__old"), F.lit(0)).alias("__old")
-    )
-    deletes = with_old.filter(col(WEIGHT) < 0).select(*[col(n) for n in names], F.lit("del").alias(_OP), F.lit(0).cast("bigint").alias(_COPY))
+    rows = change.df
+    losing = rows.filter(col(WEIGHT) < 0)
+    if _has_losses(change):
+        old = _old_counts(uri, losing, names, output_version)
+        # Renamed so Spark does not confuse the two sides (both descend from `change`).
+        old = old.select(*[col(n).alias(f"__o{i}") for i, n in enumerate(names)], col("__old"))
+        cond = null_safe_match(rows, old, [(n, f"__o{i}") for i, n in enumerate(names)])
+        rows = rows.join(old, cond if cond is not None else F.lit(True), "left").select(
+            *[col(n) for n in names], col(WEIGHT), F.coalesce(col("__old"), F.lit(0)).alias("__old")
+        )
+    else:
+        rows = rows.withColumn("__old", F.lit(0))
+    deletes = rows.filter(col(WEIGHT) < 0).select(*[col(n) for n in names], F.lit("del").alias(_OP), F.lit(0).cast("bigint").alias(_COPY))
     keep = F.when(col(WEIGHT) < 0, F.greatest(col("__old") + col(WEIGHT), F.lit(0))).otherwise(col(WEIGHT))
     inserts = (
-        with_old.withColumn("__keep", keep.cast("int"))
+        rows.withColumn("__keep", keep.cast("int"))
         .filter("__keep > 0")
         .withColumn(_COPY, F.explode(F.sequence(F.lit(1).cast("bigint"), col("__keep").cast("bigint"))))
         .select(*[col(n) for n in names], F.lit("ins").alias(_OP), col(_COPY))
@@ -68,9 +73,18 @@ def apply_change(uri: str, change: DataFrame, schema: T.StructType, epoch: Epoch
         delta.apply_bag_change(uri, source, columns=names, epoch=epoch)
 
 
-def _old_counts(current: DataFrame, losing: DataFrame, names: list[str]) -> DataFrame:
-    """Multiplicity, in the output as it is, of each distinct row that loses copies."""
-    wanted = F.broadcast(losing.select(*[col(n) for n in names]).distinct())
+def _has_losses(change: Batch) -> bool:
+    if change.table is not None:
+        return bool(pc.any(pc.less(change.table.column(WEIGHT), 0)).as_py())
+    return not change.df.filter(col(WEIGHT) < 0).isEmpty()
+
+
+def _old_counts(uri: str, losing: DataFrame, names: list[str], version: int) -> DataFrame:
+    """Multiplicity, in the output as it was at the epoch's start, of each row that loses copies."""
+    current = delta.read_snapshot(losing.sparkSession, uri, version=version)
+    wanted = losing.select(*[col(n) for n in names]).distinct()
+    if delta.snapshot_bytes(uri, version=version) > LARGE_READ_BYTES:
+        wanted = F.broadcast(wanted)
     cond = null_safe_match(current, wanted, [(n, n) for n in names])
     present = current.join(wanted, cond if cond is not None else F.lit(True), "left_semi")
     return present.groupBy(*[col(n) for n in names]).agg(F.count(F.lit(1)).alias("__old"))

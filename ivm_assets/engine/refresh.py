@@ -90,6 +90,10 @@ def refresh_view(
     out_version = delta.latest_version(where.output)
     payload = {**record.payload, "stats": stats, "output_version_after": out_version}
     progress.append(epoch=record.epoch, status="committed", mode=record.mode, reason=record.reason, payload=payload)
+    if view.root is not None:
+        stats["state_tables_compacted"] = sum(
+            table.compact(spark, where.state_root, buckets) for op in operators(view.root) for table in op.state_tables
+        )
     sources = {s: (r["from"], r["to"]) for s, r in record.payload["sources"].items()}
     return RefreshResult(
         view.name, record.mode, record.reason, record.epoch, sources, stats.get("rows_in", 0), stats.get("rows_out", 0),
@@ -176,14 +180,13 @@ def _run_epoch(
     ctx = EpochContext(spark, epoch, record.mode == "full", where.state_root, buckets, frames, record.payload["state_versions"], stats)
     change = view.root.step(ctx)
     shaped = materialize(output.shape(change, view.root.columns, view.schema), small=record.mode != "full")
-    shaped, n_out = shaped.df, shaped.rows
-    stats["rows_out"] = n_out
+    stats["rows_out"] = shaped.rows
     done = delta.transaction_version(where.output, epoch.app_id)
     if done is not None and done >= epoch.number:
         return stats  # the interrupted attempt already applied this epoch's output change
     if record.mode == "full":
-        stats["rows_written"] = output.overwrite(where.output, output.expand(shaped, view.schema.names), view.schema, epoch)
-    elif n_out:
+        stats["rows_written"] = output.overwrite(where.output, output.expand(shaped.df, view.schema.names), view.schema, epoch)
+    elif shaped.rows:
         output.apply_change(where.output, shaped, view.schema, epoch, output_version=record.payload["output_version"])
     return stats
 

@@ -48,7 +48,9 @@ class AggregateOp(Operator):
                 partials.append(f"s{i}")
         self.partials = tuple(partials)
         self.groups = StateTable(
-            operator_id=op_id, name="groups", columns=self.group_keys + self.partials, keys=self.group_keys, layout="latest"
+            operator_id=op_id, name="groups", columns=self.group_keys + self.partials, keys=self.group_keys, layout="latest",
+            # A global aggregate's single row exists even at count 0: never drop it.
+            alive_column=_COUNT if keys else None,
         )
         self.values = {
             i: StateTable(operator_id=op_id, name=f"values{i}", columns=self.group_keys + ("v",), keys=self.group_keys, layout="zset")
@@ -147,7 +149,7 @@ class AggregateOp(Operator):
                 col(_GLOBAL), *[F.lit(None).cast(change.schema[p].dataType).alias(p) for p in self.partials]
             )
         raw = self.groups.read(ctx, batch, self.group_keys)
-        old = self.groups.current(raw) if raw is not None else None
+        old = self.groups.current(raw.df) if raw is not None else None
         new = materialize(with_bucket(self._combine(old, change), self.group_keys, ctx.buckets), small=not ctx.full)
         old_values: dict[int, DataFrame | None] = {}
         new_values: dict[int, DataFrame | None] = {}
@@ -161,7 +163,7 @@ class AggregateOp(Operator):
             )
             dv = value_changes[i].df.drop(BUCKET)
             raw_values = table.read(ctx, batch, self.group_keys)
-            old_rows = table.current(raw_values) if raw_values is not None else None
+            old_rows = table.current(raw_values.df) if raw_values is not None else None
             new_rows = consolidate(old_rows.unionByName(dv) if old_rows is not None else dv, self.group_keys + ("v",))
             old_values[i] = self._value_aggs(old_rows, i, self.aggs[i].func)
             new_values[i] = self._value_aggs(new_rows, i, self.aggs[i].func)

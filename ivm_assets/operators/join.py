@@ -74,10 +74,10 @@ class JoinOp(Operator):
         parts: list[DataFrame] = []
         old_right = self.right_state.read(ctx, dl, self.left_keys)
         if old_right is not None:
-            parts.append(self._join(F.broadcast(left), old_right))
+            parts.append(self._join(F.broadcast(left) if old_right.large else left, old_right.df))
         old_left = self.left_state.read(ctx, dr, self.right_keys)
         if old_left is not None:
-            parts.append(self._join(old_left, F.broadcast(right)))
+            parts.append(self._join(old_left.df, F.broadcast(right) if old_left.large else right))
         if dl.rows and dr.rows:
             parts.append(self._join(left, right))
         if parts:

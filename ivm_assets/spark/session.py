@@ -33,12 +33,16 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     "spark.driver.memory": "4g",
     "spark.sql.ansi.enabled": "false",
+    "spark.sql.autoBroadcastJoinThreshold": "10485760",
 }
 
 
+# Broadcast joins cost a Spark job each; with small inputs a shuffle inside the same job is
+# cheaper, so small epochs broadcast only where an operator asks for it explicitly.
 SMALL_CHANGE_CONF: dict[str, str] = {
     "spark.sql.shuffle.partitions": "2",
     "spark.sql.adaptive.enabled": "false",
+    "spark.sql.autoBroadcastJoinThreshold": "-1",
 }
 
 

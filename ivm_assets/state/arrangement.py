@@ -16,6 +16,7 @@ Two layouts use this:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 import pyarrow as pa
@@ -31,6 +32,19 @@ from ivm_assets.sql.plan import q
 
 BUCKET = "__bucket"
 EPOCH = "__epoch"
+
+
+# Past this size a state read is joined by broadcasting the (small) change to it instead of
+# shuffling it: a broadcast costs one extra Spark job, a shuffle of a large read costs more.
+LARGE_READ_BYTES = 64 << 20
+
+
+@dataclass(frozen=True)
+class StateRead:
+    """State rows for the touched keys, and whether the files read were large."""
+
+    df: DataFrame
+    large: bool
 
 
 def canonical_key(column: Column, dtype: T.DataType) -> Column:
@@ -62,7 +76,11 @@ class StateTable:
         columns: tuple[str, ...],
         keys: tuple[str, ...],
         layout: Literal["zset", "latest"],
+        alive_column: str | None = None,
     ) -> None:
+        """``alive_column`` (latest layout): rows where it is 0 mean "no such key" and are
+        dropped when compacting."""
+        self.alive_column = alive_column
         self.operator_id = operator_id
         self.name = name
         self.columns = columns
@@ -78,7 +96,7 @@ class StateTable:
         root = ctx_or_root if isinstance(ctx_or_root, str) else ctx_or_root.state_root
         return f"{root}/{self.table_name}"
 
-    def read(self, ctx: EpochContext, touched: Batch, touched_keys: tuple[str, ...]) -> DataFrame | None:
+    def read(self, ctx: EpochContext, touched: Batch, touched_keys: tuple[str, ...]) -> StateRead | None:
         """State rows whose key equals a key of ``touched`` (its ``touched_keys`` columns).
 
         ``touched`` carries ``__bucket`` computed by :func:`with_bucket` over those keys.
@@ -88,15 +106,14 @@ class StateTable:
         version = ctx.state_versions.get(self.table_name)
         if ctx.full or version is None or touched.rows == 0:
             return None
-        buckets = touched.values(BUCKET)
-        rows = delta.read_snapshot(
-            ctx.spark, uri, version=version, partition_filters=[(BUCKET, "in", [str(b) for b in buckets])]
-        ).drop(BUCKET)
+        pruning = [(BUCKET, "in", [str(b) for b in touched.values(BUCKET)])]
+        large = delta.snapshot_bytes(uri, version=version, partition_filters=pruning) > LARGE_READ_BYTES
+        rows = delta.read_snapshot(ctx.spark, uri, version=version, partition_filters=pruning).drop(BUCKET)
         if self.keys:
             keys = touched.df.select(*[col(k) for k in touched_keys]).distinct()
             cond = null_safe_match(rows, keys, list(zip(self.keys, touched_keys)))
-            rows = rows.join(F.broadcast(keys), cond, "left_semi")
-        return rows
+            rows = rows.join(F.broadcast(keys) if large else keys, cond, "left_semi")
+        return StateRead(rows, large)
 
     def current(self, rows: DataFrame) -> DataFrame:
         """The logical content of raw state rows: consolidated z-set, or latest row per key."""
@@ -128,3 +145,27 @@ class StateTable:
             table = table.append_column(EPOCH, pa.array([ctx.epoch.number] * table.num_rows, pa.int64()))
         delta.write(uri, table, mode="overwrite" if ctx.full else "append", epoch=ctx.epoch, partition_by=[BUCKET])
         ctx.stats["state_rows_written"] = ctx.stats.get("state_rows_written", 0) + table.num_rows
+
+    def compact(self, spark, root: str, buckets: int, *, max_files_per_bucket: int = 8) -> bool:
+        """Fold the table back to its logical content once appends have left many small files.
+
+        Appending keeps each epoch cheap but leaves one file per touched bucket per epoch;
+        reads then open ever more files. The rewrite is one overwrite commit with the same
+        logical content, so an interruption leaves either the old files or the new ones.
+        Returns whether it rewrote the table.
+        """
+        uri = self.uri(root)
+        if not delta.is_delta_table(uri):
+            return False
+        files = delta.file_count(uri)
+        if files <= max_files_per_bucket * buckets:
+            return False
+        rows = self.current(delta.read_snapshot(spark, uri).drop(BUCKET))
+        if self.alive_column:
+            rows = rows.filter(col(self.alive_column) > 0)
+        names = [*self.columns, WEIGHT] if self.layout == "zset" else [*self.columns]
+        rows = with_bucket(rows, self.keys, buckets)
+        extra = [EPOCH] if self.layout == "latest" else []
+        table = to_arrow(rows.select(*[col(c) for c in names], col(BUCKET), *[col(c) for c in extra]))
+        delta.write(uri, table, mode="overwrite", partition_by=[BUCKET])
+        return True
