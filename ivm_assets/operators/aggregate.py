@@ -148,8 +148,10 @@ class AggregateOp(Operator):
             change = ctx.spark.createDataFrame([(0,)], f"{q(_GLOBAL)} int").select(
                 col(_GLOBAL), *[F.lit(None).cast(change.schema[p].dataType).alias(p) for p in self.partials]
             )
+        # Touched state is brought in once: the old rows feed both the new values and the
+        # retractions, and a second read would cost another scan inside the output job.
         raw = self.groups.read(ctx, batch, self.group_keys)
-        old = self.groups.current(raw.df) if raw is not None else None
+        old = materialize(self.groups.current(raw.df), small=not ctx.full).df if raw is not None else None
         new = materialize(with_bucket(self._combine(old, change), self.group_keys, ctx.buckets), small=not ctx.full)
         old_values: dict[int, DataFrame | None] = {}
         new_values: dict[int, DataFrame | None] = {}
@@ -163,7 +165,7 @@ class AggregateOp(Operator):
             )
             dv = value_changes[i].df.drop(BUCKET)
             raw_values = table.read(ctx, batch, self.group_keys)
-            old_rows = table.current(raw_values.df) if raw_values is not None else None
+            old_rows = materialize(table.current(raw_values.df), small=not ctx.full).df if raw_values is not None else None
             new_rows = consolidate(old_rows.unionByName(dv) if old_rows is not None else dv, self.group_keys + ("v",))
             old_values[i] = self._value_aggs(old_rows, i, self.aggs[i].func)
             new_values[i] = self._value_aggs(new_rows, i, self.aggs[i].func)

@@ -34,15 +34,18 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.driver.memory": "4g",
     "spark.sql.ansi.enabled": "false",
     "spark.sql.autoBroadcastJoinThreshold": "10485760",
+    "spark.sql.codegen.wholeStage": "true",
 }
 
 
 # Broadcast joins cost a Spark job each; with small inputs a shuffle inside the same job is
 # cheaper, so small epochs broadcast only where an operator asks for it explicitly.
 SMALL_CHANGE_CONF: dict[str, str] = {
-    "spark.sql.shuffle.partitions": "2",
+    "spark.sql.shuffle.partitions": "1",
     "spark.sql.adaptive.enabled": "false",
     "spark.sql.autoBroadcastJoinThreshold": "-1",
+    # Compiling generated code costs more than interpreting a few thousand rows.
+    "spark.sql.codegen.wholeStage": "false",
 }
 
 
