@@ -297,7 +297,7 @@ def test_step(path: Path, index: int, step_runs: dict[Path, FileRun], builder) -
     if run is None:
         run = step_runs[path] = FileRun(load_spec(path))
         run.broken = True
-        _build(run, builder)
+        _build(run, builder)  # a failure leaves run.project None: the file's later steps fail fast
         results = run.project.refresh()
         if index == -1:
             _check(run, results, run.spec.get("initial"), {}, "full")
@@ -306,6 +306,8 @@ def test_step(path: Path, index: int, step_runs: dict[Path, FileRun], builder) -
         run.broken = False
     elif index == -1:
         pytest.fail("the initial build ran already")
+    elif run.project is None:
+        pytest.fail(f"{path.name}: the project could not be built (see the initial test)")
     _run_step(run, index)
 
 

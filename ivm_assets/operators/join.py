@@ -18,9 +18,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ivm_assets.delta.tables import WEIGHT
-from ivm_assets.operators.base import Batch, EpochContext, Operator, col, consolidate, materialize
+from ivm_assets.operators.base import EpochContext, Operator, col, consolidate, materialize
 from ivm_assets.sql.plan import q
-from ivm_assets.state.arrangement import BUCKET, StateTable, with_bucket
+from ivm_assets.state.arrangement import BUCKET, StateTable, hash_type, with_bucket
 
 _WL, _WR = "__wl", "__wr"
 
@@ -62,14 +62,16 @@ class JoinOp(Operator):
         out = joined.select(*[col(c) for c in self.columns], (col(_WL) * col(_WR)).alias(WEIGHT))
         return out.filter(F.expr(self.residual)) if self.residual else out
 
-    def _side(self, ctx: EpochContext, op: Operator, keys: tuple[str, ...]) -> Batch:
-        """One side's consolidated change with non-NULL keys, bucketed by its key."""
-        change = self._keyed(consolidate(op.step(ctx), op.columns), keys)
-        return materialize(with_bucket(change, keys, ctx.buckets), small=not ctx.full)
-
     def step(self, ctx: EpochContext) -> DataFrame:
-        dl = self._side(ctx, self.left, self.left_keys)
-        dr = self._side(ctx, self.right, self.right_keys)
+        left_change = self._keyed(consolidate(self.left.step(ctx), self.left.columns), self.left_keys)
+        right_change = self._keyed(consolidate(self.right.step(ctx), self.right.columns), self.right_keys)
+        # Both sides hash their keys as one common type, so equal keys share a bucket.
+        types = [
+            hash_type(left_change.schema[a].dataType, right_change.schema[b].dataType)
+            for a, b in zip(self.left_keys, self.right_keys)
+        ]
+        dl = materialize(with_bucket(left_change, self.left_keys, ctx.buckets, types), small=not ctx.full)
+        dr = materialize(with_bucket(right_change, self.right_keys, ctx.buckets, types), small=not ctx.full)
         left, right = dl.df.drop(BUCKET), dr.df.drop(BUCKET)
         parts: list[DataFrame] = []
         old_right = self.right_state.read(ctx, dl, self.left_keys)

@@ -47,22 +47,42 @@ class StateRead:
     large: bool
 
 
-def canonical_key(column: Column, dtype: T.DataType) -> Column:
-    """The key as hashed for bucketing: equal join keys of different types (INT and BIGINT,
-    DECIMAL and DOUBLE) must land in the same bucket, so numbers are widened first."""
-    if isinstance(dtype, (T.ByteType, T.ShortType, T.IntegerType, T.LongType)):
-        return column.cast("bigint")
-    if isinstance(dtype, (T.FloatType, T.DoubleType, T.DecimalType)):
-        return column.cast("double")
-    return column
+_INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
+_NUMERIC = (*_INTEGRAL, T.FloatType, T.DoubleType, T.DecimalType)
 
 
-def with_bucket(df: DataFrame, keys: tuple[str, ...], buckets: int) -> DataFrame:
-    """``df`` plus ``__bucket``: pmod(hash(canonical keys), buckets), or 0 without keys."""
-    if not keys:
+UNHASHED = "unhashed"
+
+
+def hash_type(left: T.DataType, right: T.DataType | None = None) -> T.DataType | str | None:
+    """How a key is hashed for bucketing, so that keys Spark finds equal share a bucket.
+
+    A type to cast to (INT = BIGINT hash as BIGINT, other numbers as DOUBLE), None to hash
+    as it is (same type on both sides), or UNHASHED for pairs Spark compares through a cast
+    that could make different-looking values equal ('1.5' = 1, '2020-01-01' = a
+    timestamp): those keys do not take part in the hash, trading pruning for correctness.
+    """
+    right = left if right is None else right
+    if isinstance(left, _INTEGRAL) and isinstance(right, _INTEGRAL):
+        return T.LongType()
+    if isinstance(left, _NUMERIC) and isinstance(right, _NUMERIC):
+        return T.DoubleType()
+    if left == right:
+        return None
+    return UNHASHED
+
+
+def with_bucket(df: DataFrame, keys: tuple[str, ...], buckets: int, types: list | None = None) -> DataFrame:
+    """``df`` plus ``__bucket``: pmod(hash(keys as :func:`hash_type` says), buckets).
+
+    ``types`` defaults to :func:`hash_type` of each key's own type. Without hashed keys every
+    row goes to bucket 0.
+    """
+    types = types or [hash_type(df.schema[k].dataType) for k in keys]
+    hashed = [df[q(k)].cast(t) if t is not None else df[q(k)] for k, t in zip(keys, types) if t != UNHASHED]
+    if not hashed:
         return df.withColumn(BUCKET, F.lit(0))
-    hashed = F.hash(*[canonical_key(df[q(k)], df.schema[k].dataType) for k in keys])
-    return df.withColumn(BUCKET, F.pmod(hashed, F.lit(buckets)))
+    return df.withColumn(BUCKET, F.pmod(F.hash(*hashed), F.lit(buckets)))
 
 
 class StateTable:
