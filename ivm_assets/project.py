@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
@@ -69,17 +70,23 @@ class IvmProject:
         self.warehouse = _resolve(root, config.warehouse)
         self.sources = {name: _resolve(root, loc) for name, loc in config.sources.items()}
         self._spark = spark
+        # Compiling asks Spark to analyze the SQL; a view whose SQL and input schemas are
+        # unchanged compiles to the same dataflow, so it is kept between refreshes.
+        self._compiled: dict[tuple, CompiledView] = {}
         self.order = _dependency_order(views)
 
     # --- loading --------------------------------------------------------------------------
     @classmethod
-    def load(cls, path: str | os.PathLike, *, spark: SparkSession | None = None) -> IvmProject:
+    def load(cls, path: str | os.PathLike, *, spark: SparkSession | None = None, warehouse: str | None = None) -> IvmProject:
         """Read ``path``/ivm.yaml and ``path``/views/*.sql; check names and dependencies.
 
+        ``warehouse`` replaces the one in ivm.yaml (e.g. one warehouse per deployment).
         Cheap: no Spark session is started until a view is compiled or refreshed.
         """
         root = Path(path).resolve()
         config = load_config(root / "ivm.yaml")
+        if warehouse is not None:
+            config = config.model_copy(update={"warehouse": warehouse})
         views_dir = root / "views"
         files = sorted(views_dir.glob("*.sql")) if views_dir.is_dir() else []
         names = {f.stem for f in files}
@@ -94,8 +101,39 @@ class IvmProject:
             raise ConfigError(f"{root / 'ivm.yaml'}: {', '.join(sorted(clash))} is both a source and a view; rename one")
         views = {}
         for file in files:
-            views[file.stem] = _definition(file, config.views.get(file.stem, ViewSettings()), set(config.sources), names)
+            views[file.stem] = _definition(
+                file.stem, file.read_text(), str(file), config.views.get(file.stem, ViewSettings()), set(config.sources), names
+            )
         return cls(root=root, config=config, views=views, spark=spark)
+
+    def with_view(
+        self,
+        name: str,
+        sql: str,
+        *,
+        settings: ViewSettings | None = None,
+        file: str | None = None,
+        sources: Mapping[str, str] | None = None,
+    ) -> IvmProject:
+        """A copy of this project with one more view declared in code (and the extra sources it reads).
+
+        The view behaves exactly like a ``views/<name>.sql`` file: same checks, same refresh.
+        """
+        if name in self.views or name in self.sources:
+            raise ConfigError(f"cannot add view `{name}` to {self.root}: a source or view of that name already exists; rename it")
+        extra = dict(sources or {})
+        clash = {s for s, uri in extra.items() if s in self.views or (s in self.config.sources and self.sources[s] != uri)}
+        if clash:
+            raise ConfigError(f"view `{name}`: source name(s) {', '.join(sorted(clash))} already mean something else in {self.root}")
+        config = self.config.model_copy(update={"sources": {**self.config.sources, **extra}})
+        if settings is not None:
+            config = config.model_copy(update={"views": {**self.config.views, name: settings}})
+        definition = _definition(name, sql, file, settings or ViewSettings(), set(config.sources), set(self.views) | {name})
+        return type(self)(root=self.root, config=config, views={**self.views, name: definition}, spark=self._spark)
+
+    def with_spark(self, spark: SparkSession) -> IvmProject:
+        """The same project bound to ``spark`` (a session a caller already manages)."""
+        return type(self)(root=self.root, config=self.config, views=self.views, spark=spark)
 
     @property
     def spark(self) -> SparkSession:
@@ -133,7 +171,10 @@ class IvmProject:
             for dep in view.dependencies:
                 if dep not in schemas and dep in self.sources:
                     schemas[dep] = self._source_schema(dep, view)
-            compiled[name] = compile_view(self.spark, view, schemas)
+            key = (name, view.sql_hash, view.settings.refresh, tuple(schemas[d].json() for d in view.dependencies))
+            if key not in self._compiled:
+                self._compiled[key] = compile_view(self.spark, view, schemas)
+            compiled[name] = self._compiled[key]
             schemas[name] = compiled[name].schema
         return compiled
 
@@ -158,20 +199,25 @@ class IvmProject:
 
         Upstream views of the selection are refreshed too, so a view never reads a stale view.
         """
+        return list(self.refresh_each(views, full=full))
+
+    def refresh_each(self, views: list[str] | None = None, *, full: bool = False, upstream: bool = True) -> Iterator[RefreshResult]:
+        """Like :meth:`refresh`, one result as each view finishes.
+
+        ``upstream=False`` refreshes exactly ``views`` (still in dependency order) and reads the
+        other views' outputs as they are: an orchestrator that schedules each view itself
+        (Dagster) decides when upstream views run.
+        """
         compiled = self.compile(views)
         selected = set(views) if views is not None else set(self.views)
-        results = []
         for name in self.order:
-            if name not in compiled:
+            if name not in compiled or (not upstream and name not in selected):
                 continue
             relations = {d: self.relation_uri(d) for d in compiled[name].definition.dependencies}
-            results.append(
-                refresh_view(
-                    self.spark, compiled[name], where=self.location(name), relations=relations,
-                    buckets=self.config.state_buckets, full=full and name in selected,
-                )
+            yield refresh_view(
+                self.spark, compiled[name], where=self.location(name), relations=relations,
+                buckets=self.config.state_buckets, full=full and name in selected,
             )
-        return results
 
     def explain(self, view: str) -> str:
         """The view's incremental dataflow: operators, state tables, per-construct status."""
@@ -200,20 +246,19 @@ class IvmProject:
         return out
 
 
-def _definition(file: Path, settings: ViewSettings, sources: set[str], views: set[str]) -> ViewDefinition:
-    text = file.read_text()
-    statement = parse_view(file.stem, text, file=str(file))
+def _definition(name: str, text: str, file: str | None, settings: ViewSettings, sources: set[str], views: set[str]) -> ViewDefinition:
+    statement = parse_view(name, text, file=file)
     deps = []
-    for name, line, col in referenced_tables(statement, text):
-        if name not in sources and name not in views:
+    for table, line, col in referenced_tables(statement, text):
+        if table not in sources and table not in views:
             known = ", ".join(sorted(sources | views)) or "none"
             raise SqlError(
-                f"unknown table `{name}`; known sources and views: {known}",
-                view=file.stem, file=str(file), line=line, col=col,
+                f"unknown table `{table}`; known sources and views: {known}",
+                view=name, file=file, line=line, col=col,
                 hint="declare it under `sources:` in ivm.yaml, or add views/<name>.sql",
             )
-        deps.append(name)
-    return ViewDefinition(file.stem, text, str(file), statement, settings, tuple(deps))
+        deps.append(table)
+    return ViewDefinition(name, text, file, statement, settings, tuple(deps))
 
 
 def _dependency_order(views: dict[str, ViewDefinition]) -> list[str]:

@@ -1,1 +1,1 @@
-"""See the modules of this package."""
+"""All Delta Lake I/O (delta-rs)."""

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import pyarrow as pa
-from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake import CommitProperties, DeltaTable, Transaction, WriterProperties, write_deltalake
 from deltalake.exceptions import DeltaError, TableNotFoundError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -201,8 +201,13 @@ def write(
     partition_by: list[str] | None = None,
     predicate: str | None = None,
     change_feed: bool = False,
+    row_group_rows: int | None = None,
 ) -> None:
-    """Append or overwrite (all, or the rows matching ``predicate``) in one commit."""
+    """Append or overwrite (all, or the rows matching ``predicate``) in one commit.
+
+    ``row_group_rows`` caps parquet row groups: with rows sorted by key, small row groups
+    let readers skip the ones whose key range a lookup does not touch.
+    """
     table = data if isinstance(data, pa.Table) else to_arrow(data)
     write_deltalake(
         uri,
@@ -210,6 +215,7 @@ def write(
         mode=mode,
         partition_by=partition_by,
         predicate=predicate,
+        writer_properties=WriterProperties(max_row_group_size=row_group_rows) if row_group_rows else None,
         schema_mode="overwrite" if mode == "overwrite" and predicate is None else None,
         configuration=CDF_ON if change_feed else None,
         commit_properties=epoch.commit_properties() if epoch else None,

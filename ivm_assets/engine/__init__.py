@@ -1,1 +1,1 @@
-"""See the modules of this package."""
+"""Compiling views and running refresh epochs: change capture, operators, output, oracle."""

@@ -1,1 +1,1 @@
-"""See the modules of this package."""
+"""Incremental operators, one module per family; each documents its rule on changes."""

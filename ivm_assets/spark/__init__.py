@@ -1,1 +1,1 @@
-"""See the modules of this package."""
+"""Spark session handling and Arrow <-> Spark conversion."""

@@ -1,1 +1,1 @@
-"""See the modules of this package."""
+"""SQL front end: parsing, construct checks, plan nodes, lowering, rewrite rules, incrementalization."""

@@ -2,9 +2,9 @@
 
 Plan nodes are small immutable values that check their invariants when built. Every node
 produces named columns; names are internal (unique within a plan) and expressions are Spark
-SQL text over the input's column names, so the same plan can be run from scratch by
-:mod:`ivm_assets.sql.evaluate` or turned into incremental operators by
-:mod:`ivm_assets.sql.incrementalize`.
+SQL text over the input's column names. :mod:`ivm_assets.sql.incrementalize` turns a plan
+into incremental operators; rewrite rules such as :mod:`ivm_assets.sql.prune_columns` map
+plans to plans.
 """
 
 from __future__ import annotations

@@ -1,1 +1,1 @@
-"""See the modules of this package."""
+"""Operator state tables and the per-view progress log of epochs."""

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import types as T
 from pyspark.sql import functions as F
@@ -37,6 +38,8 @@ EPOCH = "__epoch"
 # Past this size a state read is joined by broadcasting the (small) change to it instead of
 # shuffling it: a broadcast costs one extra Spark job, a shuffle of a large read costs more.
 LARGE_READ_BYTES = 64 << 20
+# Rows per parquet row group in state files: the unit a key-range lookup can skip.
+ROW_GROUP_ROWS = 16_384
 
 
 @dataclass(frozen=True)
@@ -130,10 +133,36 @@ class StateTable:
         large = delta.snapshot_bytes(uri, version=version, partition_filters=pruning) > LARGE_READ_BYTES
         rows = delta.read_snapshot(ctx.spark, uri, version=version, partition_filters=pruning).drop(BUCKET)
         if self.keys:
+            rows = self._key_range(rows, touched, touched_keys[0])
             keys = touched.df.select(*[col(k) for k in touched_keys]).distinct()
             cond = null_safe_match(rows, keys, list(zip(self.keys, touched_keys)))
             rows = rows.join(F.broadcast(keys) if large else keys, cond, "left_semi")
         return StateRead(rows, large)
+
+    def _clustered(self, table: pa.Table) -> pa.Table:
+        """Rows sorted by bucket and key, so each row group covers a narrow key range."""
+        if table.num_rows < 2:
+            return table
+        return table.sort_by([(BUCKET, "ascending"), *[(k, "ascending") for k in self.keys]])
+
+    def _key_range(self, rows: DataFrame, touched: Batch, touched_key: str) -> DataFrame:
+        """``rows`` limited to the touched keys' [min, max] on the first key column.
+
+        Spark pushes the range into the parquet reader, which skips row groups outside it
+        (state files are written sorted by key). Only when both key types order alike.
+        """
+        if touched.table is None or not self.keys:
+            return rows
+        own, theirs = rows.schema[self.keys[0]].dataType, touched.df.schema[touched_key].dataType
+        if hash_type(own, theirs) not in (None, T.LongType()):
+            return rows
+        values = touched.table.column(touched_key)
+        low, high = (v.as_py() for v in pc.min_max(values).values())
+        key = col(self.keys[0])
+        wanted = key.between(F.lit(low), F.lit(high)) if low is not None else F.lit(False)
+        if values.null_count:
+            wanted = wanted | key.isNull()  # NULL keys form a group of their own
+        return rows.filter(wanted)
 
     def current(self, rows: DataFrame) -> DataFrame:
         """The logical content of raw state rows: consolidated z-set, or latest row per key."""
@@ -163,7 +192,10 @@ class StateTable:
             table = to_arrow(rows.df.select(*[col(c) for c in names], col(BUCKET)))
         if self.layout == "latest":
             table = table.append_column(EPOCH, pa.array([ctx.epoch.number] * table.num_rows, pa.int64()))
-        delta.write(uri, table, mode="overwrite" if ctx.full else "append", epoch=ctx.epoch, partition_by=[BUCKET])
+        delta.write(
+            uri, self._clustered(table), mode="overwrite" if ctx.full else "append", epoch=ctx.epoch,
+            partition_by=[BUCKET], row_group_rows=ROW_GROUP_ROWS,
+        )
         ctx.stats["state_rows_written"] = ctx.stats.get("state_rows_written", 0) + table.num_rows
 
     def compact(self, spark, root: str, buckets: int, *, max_files_per_bucket: int = 8) -> bool:
@@ -187,5 +219,5 @@ class StateTable:
         rows = with_bucket(rows, self.keys, buckets)
         extra = [EPOCH] if self.layout == "latest" else []
         table = to_arrow(rows.select(*[col(c) for c in names], col(BUCKET), *[col(c) for c in extra]))
-        delta.write(uri, table, mode="overwrite", partition_by=[BUCKET])
+        delta.write(uri, self._clustered(table), mode="overwrite", partition_by=[BUCKET], row_group_rows=ROW_GROUP_ROWS)
         return True

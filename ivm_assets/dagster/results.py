@@ -1,0 +1,68 @@
+"""A refresh result as Dagster sees it: a MaterializeResult with what the epoch did."""
+
+from __future__ import annotations
+
+import os
+
+import dagster as dg
+
+from ivm_assets.dagster.lineage import delta_columns
+from ivm_assets.delta import tables as delta
+from ivm_assets.engine.refresh import RefreshResult
+from ivm_assets.project import IvmProject
+
+
+def data_version(result: RefreshResult) -> dg.DataVersion:
+    """The source versions the output now reflects: equal versions mean equal data."""
+    return dg.DataVersion(";".join(f"{s}@{to}" for s, (_, to) in sorted(result.source_versions.items())))
+
+
+def materialize_result(project: IvmProject, result: RefreshResult, key: dg.AssetKey) -> dg.MaterializeResult:
+    where = project.location(result.view)
+    metadata: dict[str, object] = {
+        "ivm/mode": result.mode,
+        "ivm/reason": result.reason or "",
+        "ivm/epoch": result.epoch,
+        "ivm/source_versions": {s: f"{'∅' if a is None else a}→{b}" for s, (a, b) in result.source_versions.items()},
+        "ivm/change_rows_per_source": {
+            s: result.stats.get(f"rows_in.{s}", 0) for s in result.source_versions
+        },
+        "ivm/change_rows_in": result.rows_in,
+        "ivm/change_rows_out": result.rows_out,
+        "ivm/duration_s": round(result.duration_s, 3),
+        "dagster/uri": where.output,
+    }
+    if delta.is_delta_table(where.output):
+        version = delta.latest_version(where.output)
+        metadata["ivm/output_version"] = version
+        rows = _row_count(where.output, version)
+        if rows is not None:
+            metadata["dagster/row_count"] = rows
+        columns = delta_columns(where.output)
+        if columns is not None:
+            metadata["dagster/column_schema"] = dg.TableSchema(columns=[dg.TableColumn(name=n, type=t) for n, t in columns])
+    state_bytes = _state_bytes(where.state_root)
+    if state_bytes is not None:
+        metadata["ivm/state_bytes"] = state_bytes
+    return dg.MaterializeResult(asset_key=key, metadata=metadata, data_version=data_version(result))
+
+
+def _row_count(uri: str, version: int) -> int | None:
+    """Rows of the table from the per-file statistics in the Delta log (no data is read)."""
+    actions = delta.open_table(uri, version).get_add_actions(flatten=True)
+    names = list(actions.schema.names)
+    if "num_records" not in names:
+        return None
+    counts = actions.column(names.index("num_records")).to_pylist()
+    return None if any(c is None for c in counts) else int(sum(counts))
+
+
+def _state_bytes(state_root: str) -> int | None:
+    """Size of the view's operator state tables; None for remote warehouses (listing is not free)."""
+    if "://" in state_root or not os.path.isdir(state_root):
+        return None
+    total = 0
+    for entry in os.scandir(state_root):
+        if entry.is_dir() and not entry.name.startswith("_") and delta.is_delta_table(entry.path):
+            total += delta.snapshot_bytes(entry.path, version=delta.latest_version(entry.path))
+    return total
