@@ -12,6 +12,8 @@ from ivm_assets.dagster.asset_decorator import (
 )
 from ivm_assets.dagster.checks import CHECK_NAME
 from ivm_assets.dagster.python_views import IvmPythonView, ivm_view
+from ivm_assets.dagster.sensors import build_ivm_sensor
+from ivm_assets.dagster.sources import ivm_source_assets
 from ivm_assets.dagster.resources import IvmResource
 from ivm_assets.dagster.translator import IvmSourceProps, IvmTranslator, IvmViewProps
 
@@ -25,7 +27,9 @@ __all__ = [
     "IvmSpecs",
     "IvmTranslator",
     "IvmViewProps",
+    "build_ivm_sensor",
     "build_ivm_specs",
+    "ivm_source_assets",
     "ivm_view",
     "ivm_view_assets",
 ]

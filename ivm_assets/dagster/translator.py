@@ -112,8 +112,13 @@ class IvmTranslator:
             tags=settings.tags,
             kinds=set(KINDS),
             freshness_policy=freshness_policy(settings.freshness, view=view.name),
+            automation_condition=self.get_automation_condition(view),
             metadata=metadata,
         )
+
+    def get_automation_condition(self, view: IvmViewProps) -> dg.AutomationCondition | None:
+        """Refresh when a source's observed version or an upstream view changes (and build missing views)."""
+        return dg.AutomationCondition.eager()
 
 
 def code_reference(file: str, line: int) -> dg.CodeReferencesMetadataValue:

@@ -87,7 +87,10 @@ class AggregateOp(Operator):
     def _combine(self, old: DataFrame | None, change: DataFrame) -> DataFrame:
         """New partials = old + change, typed like the change (the state's fixed schema)."""
         if old is None:
-            return change.select(*[col(k) for k in self.group_keys], *[F.coalesce(col(p), F.lit(0)).cast(change.schema[p].dataType).alias(p) for p in self.partials])
+            return change.select(
+                *[col(k) for k in self.group_keys],
+                *[F.coalesce(col(p), F.lit(0)).cast(change.schema[p].dataType).alias(p) for p in self.partials],
+            )
         o = old.select(*[col(k).alias(f"o_{k}") for k in self.group_keys], *[col(p).alias(f"o_{p}") for p in self.partials])
         joined = change.join(o, null_safe_match(change, o, [(k, f"o_{k}") for k in self.group_keys]), "left")
         return joined.select(
@@ -115,22 +118,23 @@ class AggregateOp(Operator):
             cond = null_safe_match(groups, renamed, [(k, f"v_{k}") for k in self.group_keys])
             groups = groups.join(renamed, cond, "left").drop(*[f"v_{k}" for k in self.group_keys])
         out = [col(k) for k in self.keys]
-        for i, a in enumerate(self.aggs):
-            n, s, m = col(f"n{i}") if a.func in ("count", "sum", "avg") else None, col(f"s{i}") if a.func in ("sum", "avg") else None, f"m{i}"
-            if a.func == "count_star":
-                value = col(_COUNT)
-            elif a.func == "count":
-                value = n
-            elif a.func == "sum":
-                value = F.when(n > 0, s)
-            elif a.func == "avg":
-                value = F.when(n > 0, _average(s, n, arg_types[i]))
-            elif a.func == "count_distinct":
-                value = F.coalesce(col(m), F.lit(0)).cast("bigint")
-            else:
-                value = col(m)
-            out.append(value.alias(a.name))
+        out += [self._final(i, a, arg_types.get(i)).alias(a.name) for i, a in enumerate(self.aggs)]
         return groups.select(*out)
+
+    @staticmethod
+    def _final(i: int, agg: AggCall, arg_type: T.DataType | None):
+        """The aggregate's value from the group's state columns."""
+        if agg.func == "count_star":
+            return col(_COUNT)
+        if agg.func == "count":
+            return col(f"n{i}")
+        if agg.func == "sum":
+            return F.when(col(f"n{i}") > 0, col(f"s{i}"))
+        if agg.func == "avg":
+            return F.when(col(f"n{i}") > 0, _average(col(f"s{i}"), col(f"n{i}"), arg_type))
+        if agg.func == "count_distinct":
+            return F.coalesce(col(f"m{i}"), F.lit(0)).cast("bigint")
+        return col(f"m{i}")  # min, max
 
     def step(self, ctx: EpochContext) -> DataFrame:
         delta = consolidate(self.input.step(ctx), self.input.columns)
