@@ -133,6 +133,8 @@ class IvmProject:
 
     def with_spark(self, spark: SparkSession) -> IvmProject:
         """The same project bound to ``spark`` (a session a caller already manages)."""
+        if spark is self._spark:
+            return self  # keeps the compiled views of earlier refreshes
         return type(self)(root=self.root, config=self.config, views=self.views, spark=spark)
 
     @property

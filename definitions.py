@@ -1,0 +1,54 @@
+"""The demo shop as Dagster assets: `dagster dev` in this folder serves it (see workspace.yaml).
+
+On first load the demo project is created in ./demo_project (or $IVM_DEMO_DIR): generated
+Delta sources in a local warehouse and five SQL views. In the UI:
+- Assets → Materialize all builds the views (one run, one Spark session).
+- Jobs → `demo_source_changes` → Launch writes a batch of inserts, updates and deletes into
+  the sources; the sources are observed every minute and the views downstream of the ones
+  that moved are refreshed incrementally by declarative automation (or materialize them by
+  hand and read each view's `ivm/mode`, `ivm/change_rows_in` … in its metadata).
+"""
+
+import os
+from pathlib import Path
+
+import dagster as dg
+
+from ivm_assets import IvmProject
+from ivm_assets.dagster import IvmResource, build_ivm_sensor, ivm_source_assets, ivm_view_assets
+from ivm_assets.demo import apply_demo_changes, create_demo_project
+
+DEMO_DIR = Path(os.environ.get("IVM_DEMO_DIR", Path(__file__).parent / "demo_project")).resolve()
+DEMO_ORDERS = int(os.environ.get("IVM_DEMO_ORDERS", "20000"))
+
+
+def demo_project() -> IvmProject:
+    """The demo project, created with generated sources if it is not there yet."""
+    if not (DEMO_DIR / "ivm.yaml").exists():
+        create_demo_project(DEMO_DIR, orders=DEMO_ORDERS, customers=max(10, DEMO_ORDERS // 10), products=max(10, DEMO_ORDERS // 100))
+    return IvmProject.load(DEMO_DIR)
+
+
+project = demo_project()
+views = ivm_view_assets(project=project, consistency_checks=True)
+sources = ivm_source_assets(project=project, cron="* * * * *")
+
+
+@dg.op(description="Writes one realistic batch of inserts, updates and deletes into the demo's Delta sources.")
+def write_demo_changes(context: dg.OpExecutionContext) -> None:
+    summary = apply_demo_changes(DEMO_DIR, seed=abs(hash(context.run_id)) % 100_000, new_orders=max(5, DEMO_ORDERS // 100),
+                                 status_changes=max(5, DEMO_ORDERS // 200), deletions=max(2, DEMO_ORDERS // 400))
+    context.log.info(summary)
+
+
+@dg.job(description="Change the demo sources; the views downstream are then refreshed incrementally.")
+def demo_source_changes() -> None:
+    write_demo_changes()
+
+
+defs = dg.Definitions(
+    assets=[views, sources],
+    jobs=[demo_source_changes],
+    sensors=[build_ivm_sensor(project=project, views=views)],
+    resources={"ivm": IvmResource()},
+)
