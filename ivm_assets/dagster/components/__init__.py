@@ -1,0 +1,1 @@
+"""Dagster components of ivm_assets (``defs.yaml`` types)."""

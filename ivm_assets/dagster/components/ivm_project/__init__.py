@@ -1,0 +1,1 @@
+"""The ``ivm_assets.IvmProjectComponent`` component."""
