@@ -1,0 +1,31 @@
+"""The opt-in consistency check: passes on a good view, fails with counts on a tampered one."""
+
+from __future__ import annotations
+
+import dagster as dg
+import pyarrow as pa
+
+from ivm_assets.dagster import CHECK_NAME, IvmResource, ivm_view_assets
+from ivm_assets.delta import tables as delta
+
+
+def test_check_passes_on_a_good_view_and_fails_on_a_tampered_one(builder):
+    builder.source("events", {"k": pa.array([1, 1, 2], pa.int64()), "v": pa.array([5, 6, 7], pa.int64())})
+    builder.view("totals", "SELECT k, SUM(v) AS s FROM events GROUP BY k")
+    project = builder.load()
+    views = ivm_view_assets(project=project, consistency_checks=True, blocking_checks=True)
+    [spec] = views.check_specs
+    assert spec.name == CHECK_NAME and spec.blocking
+
+    good = dg.materialize([views], resources={"ivm": IvmResource()})
+    [evaluation] = good.get_asset_check_evaluations()
+    assert evaluation.passed and evaluation.metadata["rows_missing"].value == 0 and evaluation.metadata["rows_extra"].value == 0
+
+    output = project.location("totals").output
+    delta.write(output, pa.table({"k": pa.array([99], pa.int64()), "s": pa.array([1], pa.int64())}, schema=delta.arrow_schema(output)), mode="append")
+    delta.write(builder.uri("events"), pa.table({"k": pa.array([2], pa.int64()), "v": pa.array([1], pa.int64())}), mode="append")
+    bad = dg.materialize([views], resources={"ivm": IvmResource()}, raise_on_error=False)
+    [evaluation] = bad.get_asset_check_evaluations()
+    assert not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.ERROR
+    assert evaluation.metadata["rows_extra"].value == 1 and evaluation.metadata["rows_missing"].value == 0
+    assert evaluation.metadata["sample_extra"].value == [{"k": 99, "s": 1}]
