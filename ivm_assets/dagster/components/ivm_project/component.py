@@ -14,6 +14,7 @@ live in one code location.
 
 from __future__ import annotations
 
+import json
 import re
 
 import dagster as dg
@@ -50,8 +51,20 @@ class IvmProjectComponent(dg.Component, dg.Resolvable, dg.Model):
         )
         sources = ivm_source_assets(project=project, cron=self.observe_cron, name=f"{name}_sources")
         sensors = [build_ivm_sensor(project=project, views=views, name=f"{name}_sensor")] if self.sensor else []
-        resource = IvmResource(master=self.spark_master, remote=self.spark_remote, spark_conf=self.spark_conf)
+        resource = _shared_resource(self.spark_master, self.spark_remote, self.spark_conf)
         return dg.Definitions(assets=[views, sources], sensors=sensors, resources={"ivm": resource})
+
+
+_resources: dict[str, IvmResource] = {}
+
+
+def _shared_resource(master: str | None, remote: str | None, conf: dict[str, str]) -> IvmResource:
+    """One resource object per Spark setting, so that several instances merge into one code
+    location (a process has one Spark session anyway; differing settings are a conflict)."""
+    key = json.dumps([master, remote, conf], sort_keys=True)
+    if key not in _resources:
+        _resources[key] = IvmResource(master=master, remote=remote, spark_conf=conf)
+    return _resources[key]
 
 
 def _op_name(context: dg.ComponentLoadContext) -> str:
