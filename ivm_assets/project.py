@@ -250,16 +250,19 @@ class IvmProject:
 
 def _definition(name: str, text: str, file: str | None, settings: ViewSettings, sources: set[str], views: set[str]) -> ViewDefinition:
     statement = parse_view(name, text, file=file)
+    # Table names resolve case-insensitively, as in Spark; dependencies use the declared names.
+    declared = {n.lower(): n for n in sources | views}
     deps = []
     for table, line, col in referenced_tables(statement, text):
-        if table not in sources and table not in views:
+        if table.lower() not in declared:
             known = ", ".join(sorted(sources | views)) or "none"
             raise SqlError(
                 f"unknown table `{table}`; known sources and views: {known}",
                 view=name, file=file, line=line, col=col,
                 hint="declare it under `sources:` in ivm.yaml, or add views/<name>.sql",
             )
-        deps.append(table)
+        if declared[table.lower()] not in deps:
+            deps.append(declared[table.lower()])
     return ViewDefinition(name, text, file, statement, settings, tuple(deps))
 
 

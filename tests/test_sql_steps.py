@@ -34,13 +34,18 @@ Fixture format::
         mode: {v: incremental}                           # optional override
         xfail: "reason"                                  # optional: this step is a known engine bug
 
-The edits of one step are applied in the order written (``delete``/``insert``/``update``
-keys in their YAML order, then ``actions`` in list order), each as its own Delta commit,
-and the project is refreshed once after all of them.
+The edits of one step are applied in the order their keys are written (``actions`` entries
+in list order; a list under ``delete``/``update`` in list order), each as its own Delta
+commit, and the project is refreshed once after all of them. Steps without ``expect:`` are
+still checked against the oracle.
 
-A step marked ``xfail`` runs under ``pytest.mark.xfail(strict=True)``. When a step fails, the
-next step first rebuilds the project's outputs and state from scratch (drops the warehouse and
+A step (or file) marked ``xfail`` runs under ``pytest.mark.xfail(strict=True)``: it must
+fail, so a fixed bug shows up as XPASS and the mark is removed. When a step fails, the next
+step first rebuilds the project's outputs and state from scratch (drops the warehouse and
 refreshes), so one engine bug does not cascade into the following steps.
+
+``IVM_STEP_FIXTURES=/some/folder pytest tests/test_sql_steps.py`` runs the fixtures of
+another folder instead (handy for trying out a new one).
 """
 
 from __future__ import annotations

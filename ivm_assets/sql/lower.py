@@ -41,7 +41,10 @@ class _Rel:
 
 class _Lowering:
     def __init__(self, relations: Mapping[str, tuple[str, ...]]) -> None:
-        self.relations = relations
+        # Spark resolves names case-insensitively (and sqlglot's qualify lower-cases them),
+        # so every lookup here goes through lower case; scans keep the declared spelling.
+        self.relations = {name.lower(): name for name in relations}
+        self.columns = relations
         self.counter = itertools.count()
 
     def fresh(self, hint: str) -> str:
@@ -68,7 +71,7 @@ class _Lowering:
             return ctes
         ctes = dict(ctes)
         for cte in with_.expressions:
-            ctes[cte.alias_or_name] = self.query(cte.this, ctes)
+            ctes[cte.alias_or_name.lower()] = self.query(cte.this, ctes)
         return ctes
 
     def select(self, select: exp.Select, ctes: dict[str, _Rel]) -> _Rel:
@@ -97,17 +100,18 @@ class _Lowering:
 
     # --- FROM / JOIN / WHERE -------------------------------------------------------------
     def relation(self, item: exp.Expression, ctes: dict[str, _Rel], scope: dict) -> tuple[Node, str]:
-        alias = item.alias_or_name
+        alias = item.alias_or_name.lower()
         if isinstance(item, exp.Table) and not item.args.get("db"):
-            name = item.name
+            name = item.name.lower()
             if name in ctes:
                 inner = ctes[name]
                 return self.rename(inner, alias, scope), alias
             if name in self.relations:
-                cols = self.relations[name]
+                declared = self.relations[name]
+                cols = self.columns[declared]
                 fresh = tuple(self.fresh(c) for c in cols)
-                scope.update({(alias, c): f for c, f in zip(cols, fresh)})
-                return Scan(name, cols, fresh), alias
+                scope.update({(alias, c.lower()): f for c, f in zip(cols, fresh)})
+                return Scan(declared, cols, fresh), alias
             raise LoweringError(f"unknown relation {name}")
         if isinstance(item, exp.Subquery):
             return self.rename(self.query(item.this, ctes), alias, scope), alias
@@ -115,7 +119,7 @@ class _Lowering:
 
     def rename(self, rel: _Rel, alias: str, scope: dict) -> Node:
         fresh = tuple(self.fresh(n) for n in rel.names)
-        scope.update({(alias, n): f for n, f in zip(rel.names, fresh)})
+        scope.update({(alias, n.lower()): f for n, f in zip(rel.names, fresh)})
         return Project(rel.node, tuple((f, q(c)) for f, c in zip(fresh, rel.node.columns)))
 
     def join_tree(self, items, conjuncts, scope, ctes) -> Node:
@@ -164,7 +168,7 @@ class _Lowering:
         extra: list[tuple[str, str]] = []
         for key in keys:
             if isinstance(key, exp.Column):
-                names.append(scope[(key.table, key.name)])
+                names.append(scope[(key.table.lower(), key.name.lower())])
             else:
                 name = self.fresh("key")
                 extra.append((name, _render(key, scope)))
@@ -245,7 +249,7 @@ def _and(nodes: list[exp.Expression]) -> exp.Expression:
 
 
 def _tables(node: exp.Expression) -> set[str]:
-    return {c.table for c in node.find_all(exp.Column) if c.table}
+    return {c.table.lower() for c in node.find_all(exp.Column) if c.table}
 
 
 def _render(node: exp.Expression, scope: Mapping[tuple[str, str], str]) -> str:
@@ -253,7 +257,7 @@ def _render(node: exp.Expression, scope: Mapping[tuple[str, str], str]) -> str:
 
     def swap(e: exp.Expression) -> exp.Expression:
         if isinstance(e, exp.Column) and e.table:
-            return exp.column(scope[(e.table, e.name)], quoted=True)
+            return exp.column(scope[(e.table.lower(), e.name.lower())], quoted=True)
         return e
 
     return node.copy().transform(swap).sql(dialect="spark")

@@ -55,11 +55,11 @@ def _readable(description: str) -> str:
 
 def referenced_tables(statement: exp.Expression, text: str) -> list[tuple[str, int | None, int | None]]:
     """(name, line, col) of every table the query reads that is not one of its own CTEs."""
-    cte_names = {cte.alias_or_name for cte in statement.find_all(exp.CTE)}
+    cte_names = {cte.alias_or_name.lower() for cte in statement.find_all(exp.CTE)}
     seen: dict[str, tuple[str, int | None, int | None]] = {}
     for table in statement.find_all(exp.Table):
         name = table.name
-        if not name or name in cte_names or name in seen:
+        if not name or name.lower() in cte_names or name in seen:
             continue
         line, col = locate(table, text)
         seen[name] = (name, line, col)
