@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -21,7 +22,10 @@ from ivm_assets.spark.arrow import to_arrow, to_spark
 from ivm_assets.sql.plan import q
 
 
+@lru_cache(maxsize=4096)
 def col(name: str) -> Column:
+    """The column ``name`` (quoted). Cached: an unresolved column is an immutable value, and
+    every construction is a round trip to the JVM, which small epochs make by the thousand."""
     return F.col(q(name))
 
 
