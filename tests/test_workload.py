@@ -23,8 +23,8 @@ VIEWS = {
     "FROM orders o JOIN lines l ON l.order_id = o.id GROUP BY o.id, o.cust",
     "region_sales": "SELECT c.region, SUM(t.total) AS total, COUNT(DISTINCT t.cust) AS customers, MAX(t.lines) AS most_lines "
     "FROM order_totals t JOIN customers c ON c.cust = t.cust GROUP BY c.region",
-    "status_mix": "SELECT DISTINCT status, cust FROM orders WHERE amount > 10",
-    "parties": "SELECT cust FROM orders UNION ALL SELECT cust FROM customers WHERE region <> 'x'",
+    "parties": "SELECT DISTINCT status AS kind, cust FROM orders WHERE amount > 10 "
+    "UNION ALL SELECT 'customer' AS kind, cust FROM customers WHERE region <> 'x'",
     "repeat_buyers": "WITH live AS (SELECT * FROM orders WHERE status IS NULL OR status <> 'void') "
     "SELECT cust, MIN(amount) AS smallest, COUNT(*) AS n FROM live GROUP BY cust HAVING COUNT(*) >= 2",
     "latest_per_customer": "SELECT cust, id FROM (SELECT cust, id, ROW_NUMBER() OVER (PARTITION BY cust ORDER BY id DESC) AS r "
