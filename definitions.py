@@ -46,9 +46,18 @@ def demo_source_changes() -> None:
     write_demo_changes()
 
 
+# Dagster's default automation sensor starts stopped; the demo should react to source changes
+# without a toggle, so it brings its own, running from the first load.
+automation = dg.AutomationConditionSensorDefinition(
+    "ivm_demo_automation",
+    target=dg.AssetSelection.assets(views, sources),
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    minimum_interval_seconds=15,
+)
+
 defs = dg.Definitions(
     assets=[views, sources],
     jobs=[demo_source_changes],
-    sensors=[build_ivm_sensor(project=project, views=views)],
+    sensors=[automation, build_ivm_sensor(project=project, views=views)],
     resources={"ivm": IvmResource()},
 )
