@@ -61,7 +61,7 @@ def test_dagster_dev_materializes_a_view_through_graphql(tmp_path):
     home = tmp_path / "dagster_home"
     home.mkdir()
     # Declarative automation would start runs of its own; this test launches exactly one.
-    (home / "dagster.yaml").write_text("auto_materialize:\n  enabled: false\ntelemetry:\n  enabled: false\n")
+    (home / "dagster.yaml").write_text("auto_materialize:\n  enabled: false\n  use_sensors: false\ntelemetry:\n  enabled: false\n")
     demo = tmp_path / "demo"
     port = _free_port()
     env = {**os.environ, "DAGSTER_HOME": str(home), "IVM_DEMO_DIR": str(demo), "IVM_DEMO_ORDERS": "60"}
