@@ -35,7 +35,7 @@ def materialize_result(project: IvmProject, result: RefreshResult, key: dg.Asset
     if delta.is_delta_table(where.output):
         version = delta.latest_version(where.output)
         metadata["ivm/output_version"] = version
-        rows = _row_count(where.output, version)
+        rows = delta.row_count(where.output, version)
         if rows is not None:
             metadata["dagster/row_count"] = rows
         columns = delta_columns(where.output)
@@ -45,16 +45,6 @@ def materialize_result(project: IvmProject, result: RefreshResult, key: dg.Asset
     if state_bytes is not None:
         metadata["ivm/state_bytes"] = state_bytes
     return dg.MaterializeResult(asset_key=key, metadata=metadata, data_version=data_version(result))
-
-
-def _row_count(uri: str, version: int) -> int | None:
-    """Rows of the table from the per-file statistics in the Delta log (no data is read)."""
-    actions = delta.open_table(uri, version).get_add_actions(flatten=True)
-    names = list(actions.schema.names)
-    if "num_records" not in names:
-        return None
-    counts = actions.column(names.index("num_records")).to_pylist()
-    return None if any(c is None for c in counts) else int(sum(counts))
 
 
 def _state_bytes(state_root: str) -> int | None:

@@ -179,6 +179,17 @@ def file_count(uri: str) -> int:
     return len(open_table(uri).file_uris())
 
 
+def row_count(uri: str, version: int) -> int | None:
+    """Rows of the table from the per-file statistics in the Delta log (no data is read);
+    None when some file has no statistics."""
+    actions = open_table(uri, version).get_add_actions(flatten=True)
+    names = list(actions.schema.names)
+    if "num_records" not in names:
+        return None
+    counts = actions.column(names.index("num_records")).to_pylist()
+    return None if any(c is None for c in counts) else int(sum(counts))
+
+
 def snapshot_bytes(uri: str, *, version: int, partition_filters: list[tuple[str, str, object]] | None = None) -> int:
     """Bytes of the files :func:`read_snapshot` would read (remote files count as large)."""
     dt = open_table(uri, version)
