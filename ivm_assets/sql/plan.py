@@ -50,11 +50,10 @@ class Scan(Node):
 
 
 @dataclass(frozen=True)
-class Filter(Node):
-    """Rows of ``input`` for which ``predicate`` is true (NULL counts as false)."""
+class _SameColumns(Node):
+    """A node with one input whose output columns are the input's."""
 
     input: Node
-    predicate: str
     columns: tuple[str, ...] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -63,6 +62,13 @@ class Filter(Node):
     @property
     def children(self) -> tuple[Node, ...]:
         return (self.input,)
+
+
+@dataclass(frozen=True)
+class Filter(_SameColumns):
+    """Rows of ``input`` for which ``predicate`` is true (NULL counts as false)."""
+
+    predicate: str
 
 
 @dataclass(frozen=True)
@@ -146,18 +152,8 @@ class Aggregate(Node):
 
 
 @dataclass(frozen=True)
-class Distinct(Node):
+class Distinct(_SameColumns):
     """Each distinct input row once (NULLs equal to each other)."""
-
-    input: Node
-    columns: tuple[str, ...] = field(init=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "columns", self.input.columns)
-
-    @property
-    def children(self) -> tuple[Node, ...]:
-        return (self.input,)
 
 
 @dataclass(frozen=True)
