@@ -113,6 +113,15 @@ def transaction_version(uri: str, app_id: str) -> int | None:
     return DeltaTable(uri).transaction_version(app_id)
 
 
+def holds_epoch(uri: str, epoch: Epoch) -> bool:
+    """Whether the table already has a commit of ``epoch`` (an interrupted attempt wrote it).
+
+    delta-rs does not reject an older transaction version, so the comparison is made here.
+    """
+    done = transaction_version(uri, epoch.app_id)
+    return done is not None and done >= epoch.number
+
+
 def operations_between(uri: str, after: int, upto: int) -> list[tuple[int, str, dict]]:
     """(version, operation, operationParameters) of each commit in (after, upto]."""
     dt = open_table(uri)
@@ -137,14 +146,38 @@ def read_snapshot(
     ``partition_filters`` (delta-rs form, e.g. ``[("__bucket", "in", ["3", "7"])]``) prunes
     files before Spark sees them.
     """
+    return read_snapshot_sized(spark, uri, version=version, partition_filters=partition_filters)[0]
+
+
+def read_snapshot_sized(
+    spark: SparkSession,
+    uri: str,
+    *,
+    version: int | None = None,
+    partition_filters: list[tuple[str, str, object]] | None = None,
+) -> tuple[DataFrame, int]:
+    """:func:`read_snapshot`, plus the bytes of the files it reads (remote files count as large),
+    from one listing of the log."""
     dt = open_table(uri, version)
+    files = _files(dt, partition_filters)
+    return _read_files(spark, dt, files), _files_bytes(files)
+
+
+def _files(dt: DeltaTable, partition_filters: list[tuple[str, str, object]] | None) -> list[str]:
+    return dt.file_uris(file_pruning_predicate=partition_filters) if partition_filters else dt.file_uris()
+
+
+def _files_bytes(files: list[str]) -> int:
+    return sum(os.path.getsize(f) if "://" not in f else 1 << 40 for f in files)
+
+
+def _read_files(spark: SparkSession, dt: DeltaTable, files: list[str]) -> DataFrame:
     schema = normalize_schema_of(dt)
     features = set(dt.protocol().reader_features or [])
     if features & {"deletionVectors", "columnMapping"}:
         # Spark's parquet reader would ignore deletion vectors / mapped names: let delta-rs
         # resolve them (this funnels the rows through the driver, so it is the slow path).
         return to_spark(spark, _read_all(dt.scan()))
-    files = dt.file_uris(file_pruning_predicate=partition_filters) if partition_filters else dt.file_uris()
     if not files:
         return spark.createDataFrame([], schema=spark_schema(schema))
     # An explicit schema spares Spark a job that reads every file footer to infer one.
@@ -192,9 +225,7 @@ def row_count(uri: str, version: int) -> int | None:
 
 def snapshot_bytes(uri: str, *, version: int, partition_filters: list[tuple[str, str, object]] | None = None) -> int:
     """Bytes of the files :func:`read_snapshot` would read (remote files count as large)."""
-    dt = open_table(uri, version)
-    files = dt.file_uris(file_pruning_predicate=partition_filters) if partition_filters else dt.file_uris()
-    return sum(os.path.getsize(f) if "://" not in f else 1 << 40 for f in files)
+    return _files_bytes(_files(open_table(uri, version), partition_filters))
 
 
 def _read_all(reader) -> pa.Table:

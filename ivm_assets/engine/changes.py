@@ -25,11 +25,14 @@ def schema_signature(uri: str, version: int) -> str:
     return str(delta.arrow_schema(uri, version))
 
 
-def unusable_range(name: str, uri: str, after: int, upto: int, recorded_schema: str | None) -> str | None:
-    """Why the change feed of ``name`` for (after, upto] cannot be used, or None if it can."""
+def unusable_range(name: str, uri: str, after: int, upto: int, *, recorded_schema: str | None, schema_now: str) -> str | None:
+    """Why the change feed of ``name`` for (after, upto] cannot be used, or None if it can.
+
+    ``schema_now`` is :func:`schema_signature` at ``upto`` (the caller has it already).
+    """
     if upto < after:
         return f"source {name} went back from version {after} to {upto} (re-created or restored)"
-    if recorded_schema is not None and schema_signature(uri, upto) != recorded_schema:
+    if recorded_schema is not None and schema_now != recorded_schema:
         return f"schema of source {name} changed between versions {after} and {upto}"
     for version, operation, params in delta.operations_between(uri, after, upto):
         if operation in _REWRITES:

@@ -81,9 +81,9 @@ def _has_losses(change: Batch) -> bool:
 
 def _old_counts(uri: str, losing: DataFrame, names: list[str], version: int) -> DataFrame:
     """Multiplicity, in the output as it was at the epoch's start, of each row that loses copies."""
-    current = delta.read_snapshot(losing.sparkSession, uri, version=version)
+    current, size = delta.read_snapshot_sized(losing.sparkSession, uri, version=version)
     wanted = losing.select(*[col(n) for n in names]).distinct()
-    if delta.snapshot_bytes(uri, version=version) > LARGE_READ_BYTES:
+    if size > LARGE_READ_BYTES:
         wanted = F.broadcast(wanted)
     cond = null_safe_match(current, wanted, [(n, n) for n in names])
     present = current.join(wanted, cond if cond is not None else F.lit(True), "left_semi")

@@ -114,9 +114,10 @@ def _plan_epoch(view: CompiledView, where: ViewLocation, relations: dict[str, st
     up_to_date = last is not None and last.get("sql_hash") == view.definition.sql_hash and delta.is_delta_table(where.output)
     if up_to_date and not moved and not full:
         return None
-    reason = _full_reason(view, where, last, sources, relations, full)
+    # Checking the change feeds reads each source's history: done once, used twice.
+    problem = _source_problem(last, sources, relations) if last else None
+    reason = _full_reason(view, where, last, problem, full)
     mode = "full" if reason else "incremental"
-    problem = _source_problem(last, sources, relations) if reason and last else None
     if problem and view.definition.settings.refresh == "incremental" and not full:
         raise RefreshError(
             f"view {view.name!r} has `refresh: incremental` but cannot be refreshed incrementally now: {problem}. "
@@ -137,7 +138,7 @@ def _plan_epoch(view: CompiledView, where: ViewLocation, relations: dict[str, st
     return EpochRecord((latest.epoch + 1) if latest else 1, "planned", mode, reason, payload, None)
 
 
-def _full_reason(view: CompiledView, where: ViewLocation, last: dict | None, sources: dict, relations: dict[str, str], full: bool) -> str | None:
+def _full_reason(view: CompiledView, where: ViewLocation, last: dict | None, source_problem: str | None, full: bool) -> str | None:
     if last is None or not delta.is_delta_table(where.output):
         return "first build"
     if full:
@@ -148,7 +149,7 @@ def _full_reason(view: CompiledView, where: ViewLocation, last: dict | None, sou
         return view.reason()
     if last.get("sql_hash") != view.definition.sql_hash:
         return "view SQL changed"
-    return _source_problem(last, sources, relations)
+    return source_problem
 
 
 def _source_problem(last: dict, sources: dict, relations: dict[str, str]) -> str | None:
@@ -157,7 +158,9 @@ def _source_problem(last: dict, sources: dict, relations: dict[str, str]) -> str
         before = last["sources"].get(name)
         if before is None:
             return f"new source {name}"
-        why = cdc.unusable_range(name, relations[name], s["from"], s["to"], before.get("schema"))
+        why = cdc.unusable_range(
+            name, relations[name], s["from"], s["to"], recorded_schema=before.get("schema"), schema_now=s["schema"]
+        )
         if why:
             return why
     return None
@@ -181,8 +184,7 @@ def _run_epoch(
     change = view.root.step(ctx)
     shaped = materialize(output.shape(change, view.root.columns, view.schema), small=record.mode != "full")
     stats["rows_out"] = shaped.rows
-    done = delta.transaction_version(where.output, epoch.app_id)
-    if done is not None and done >= epoch.number:
+    if delta.holds_epoch(where.output, epoch):
         return stats  # the interrupted attempt already applied this epoch's output change
     if record.mode == "full":
         stats["rows_written"] = output.overwrite(where.output, output.expand(shaped.df, view.schema.names), view.schema, epoch)
@@ -197,8 +199,7 @@ def _recompute(spark: SparkSession, view: CompiledView, where: ViewLocation, fra
         frame.drop(WEIGHT).createOrReplaceTempView(name)
     rows = spark.sql(view.definition.text)
     rows = rows.select(*[F.col(f"`{f.name}`").cast(f.dataType).alias(f.name) for f in view.schema.fields])
-    done = delta.transaction_version(where.output, epoch.app_id)
-    if done is not None and done >= epoch.number:
+    if delta.holds_epoch(where.output, epoch):
         return {}
     written = output.overwrite(where.output, rows, view.schema, epoch)
     return {"rows_written": written, "rows_out": written}

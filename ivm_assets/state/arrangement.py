@@ -130,8 +130,8 @@ class StateTable:
         if ctx.full or version is None or touched.rows == 0:
             return None
         pruning = [(BUCKET, "in", [str(b) for b in touched.values(BUCKET)])]
-        large = delta.snapshot_bytes(uri, version=version, partition_filters=pruning) > LARGE_READ_BYTES
-        rows = delta.read_snapshot(ctx.spark, uri, version=version, partition_filters=pruning).drop(BUCKET)
+        rows, size = delta.read_snapshot_sized(ctx.spark, uri, version=version, partition_filters=pruning)
+        rows, large = rows.drop(BUCKET), size > LARGE_READ_BYTES
         if self.keys:
             rows = self._key_range(rows, touched, touched_keys[0])
             keys = touched.df.select(*[col(k) for k in touched_keys]).distinct()
@@ -180,8 +180,7 @@ class StateTable:
         the latest-value layout gets ``__epoch`` here.
         """
         uri = self.uri(ctx)
-        done = delta.transaction_version(uri, ctx.epoch.app_id)
-        if done is not None and done >= ctx.epoch.number:
+        if delta.holds_epoch(uri, ctx.epoch):
             return  # an interrupted attempt of this epoch already wrote it
         if rows.rows == 0 and not ctx.full and delta.is_delta_table(uri):
             return
