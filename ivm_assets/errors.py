@@ -60,3 +60,25 @@ class NotIncrementalError(SqlError):
 
 class RefreshError(IvmError):
     """A refresh could not be carried out (the view's previous output is left as it was)."""
+
+
+class ViewBusyError(IvmError):
+    """Another process holds the view's refresh claim and did not release it within the wait."""
+
+
+class CommitConflictError(IvmError):
+    """A Delta commit lost its race: another writer committed to the table first.
+
+    Every commit of a refresh is fenced to the table version it was planned against, so a
+    conflict means the table moved under the refresh; the commit was not made.
+    """
+
+    def __init__(self, uri: str, *, expected: int | None, found: int | None) -> None:
+        self.uri = uri
+        self.expected = expected
+        self.found = found
+        planned = f"right after version {expected}" if expected is not None else "to create it"
+        now = f"is at version {found}" if found is not None else "changed"
+        super().__init__(
+            f"Delta table {uri} {now} but this refresh was to commit {planned}: another process wrote it first"
+        )

@@ -5,6 +5,11 @@ parquet files; change feeds are read by delta-rs and normalized). Writes take Sp
 DataFrames, collect them as Arrow and commit them with delta-rs, tagging each commit with
 the refresh epoch as a Delta app transaction so an interrupted refresh can tell which tables
 already hold its work.
+
+Every commit a refresh makes is *fenced*: it lands at exactly the version after the one it
+was planned against, or not at all (delta-rs with ``max_commit_retries=0`` compares the
+table version and swaps in one put-if-absent of the log file). A lost race surfaces as
+:class:`~ivm_assets.errors.CommitConflictError`, never as delta-rs' own text.
 """
 
 from __future__ import annotations
@@ -12,15 +17,16 @@ from __future__ import annotations
 import os
 import signal
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Literal
 
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, WriterProperties, write_deltalake
-from deltalake.exceptions import DeltaError, TableNotFoundError
+from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ivm_assets.errors import SourceError
+from ivm_assets.errors import CommitConflictError, SourceError
 from ivm_assets.spark.arrow import normalize_table, spark_schema, to_arrow, to_spark
 
 WEIGHT = "__w"
@@ -38,10 +44,16 @@ class Epoch:
     metadata: dict[str, str]
 
     def commit_properties(self) -> CommitProperties:
+        """Tagged with the epoch, and fenced (no retries: see the module doc)."""
         return CommitProperties(
             custom_metadata={"ivm.epoch": str(self.number), **self.metadata},
             app_transactions=[Transaction(self.app_id, self.number)],
+            max_commit_retries=0,
         )
+
+
+# Custom metadata marking a compaction commit: same logical content as the version before.
+COMPACTION = "ivm.compaction"
 
 
 # --- fault injection for the crash tests -------------------------------------------------
@@ -207,9 +219,9 @@ def read_small(uri: str) -> pa.Table:
     return _read_all(open_table(uri).scan())
 
 
-def file_count(uri: str) -> int:
-    """Number of data files in the table's latest version."""
-    return len(open_table(uri).file_uris())
+def file_count(uri: str, version: int | None = None) -> int:
+    """Number of data files in the table at ``version`` (default: the latest)."""
+    return len(open_table(uri, version).file_uris())
 
 
 def row_count(uri: str, version: int) -> int | None:
@@ -234,59 +246,184 @@ def _read_all(reader) -> pa.Table:
 
 
 # --- writes -------------------------------------------------------------------------------
-def write(
+def write(uri: str, data: DataFrame | pa.Table, *, mode: Literal["append", "overwrite"]) -> None:
+    """Append or overwrite in one commit, unfenced: edits of source tables (demo, benchmark,
+    tests), which ivm only reads."""
+    table = data if isinstance(data, pa.Table) else to_arrow(data)
+    write_deltalake(uri, table, mode=mode, schema_mode="overwrite" if mode == "overwrite" else None)
+    _committed()
+
+
+def write_epoch(
     uri: str,
-    data: DataFrame | pa.Table,
+    table: pa.Table,
     *,
+    epoch: Epoch,
+    after: int | None,
     mode: Literal["append", "overwrite"],
-    epoch: Epoch | None = None,
     partition_by: list[str] | None = None,
-    predicate: str | None = None,
     change_feed: bool = False,
     row_group_rows: int | None = None,
-) -> None:
-    """Append or overwrite (all, or the rows matching ``predicate``) in one commit.
+) -> bool:
+    """Commit ``table`` as the epoch's one commit to ``uri``, right after version ``after``
+    (None: the commit creates the table). See :func:`_commit_epoch` for what a lost race does.
 
     ``row_group_rows`` caps parquet row groups: with rows sorted by key, small row groups
     let readers skip the ones whose key range a lookup does not touch.
     """
-    table = data if isinstance(data, pa.Table) else to_arrow(data)
-    write_deltalake(
-        uri,
-        table,
-        mode=mode,
-        partition_by=partition_by,
-        predicate=predicate,
-        writer_properties=WriterProperties(max_row_group_size=row_group_rows) if row_group_rows else None,
-        schema_mode="overwrite" if mode == "overwrite" and predicate is None else None,
-        configuration=CDF_ON if change_feed else None,
-        commit_properties=epoch.commit_properties() if epoch else None,
-    )
-    _committed()
+
+    def attempt(at: int | None) -> bool:
+        _write_at(
+            uri, table, at, mode=mode, properties=epoch.commit_properties(), partition_by=partition_by,
+            change_feed=change_feed, row_group_rows=row_group_rows,
+        )
+        return True
+
+    return _commit_epoch(uri, epoch, after, attempt)
 
 
-def apply_bag_change(uri: str, change: pa.Table, *, columns: list[str], epoch: Epoch) -> None:
-    """Apply a consolidated z-set to a table that stores a bag (duplicates, no key).
+def rewrite(uri: str, table: pa.Table, *, after: int, partition_by: list[str], row_group_rows: int) -> bool:
+    """Replace the table's content by ``table`` (same logical content, fewer files), right
+    after version ``after``. Returns False, committing nothing, when the table moved."""
+    properties = CommitProperties(custom_metadata={COMPACTION: "true"}, max_commit_retries=0)
+
+    def attempt(at: int | None) -> bool:
+        _write_at(uri, table, at, mode="overwrite", properties=properties, partition_by=partition_by, row_group_rows=row_group_rows)
+        return True
+
+    try:
+        _attempt(uri, after, attempt)
+    except CommitConflictError:
+        return False
+    return True
+
+
+def apply_bag_change(uri: str, change: pa.Table, *, columns: list[str], epoch: Epoch, after: int) -> bool:
+    """Apply a consolidated z-set to a table that stores a bag (duplicates, no key), right
+    after version ``after``. See :func:`_commit_epoch` for what a lost race does.
 
     ``change`` holds ``columns`` plus ``__ivm_op`` and ``__ivm_copy``: one ``del`` row per
     distinct row value whose multiplicity changes (every stored copy of it is deleted), and
     one ``ins`` row per copy to store afterwards. One MERGE does both, so the table moves
     from its old contents to its new ones in a single commit.
     """
-    dt = open_table(uri)
     # Parenthesized: DataFusion binds AND tighter than IS NOT DISTINCT FROM.
     match = " AND ".join(f'(t."{c}" IS NOT DISTINCT FROM s."{c}")' for c in columns)
-    merger = dt.merge(
-        change,
-        predicate=f"(s.__ivm_op = 'del') AND {match}" if columns else "s.__ivm_op = 'del'",
-        source_alias="s",
-        target_alias="t",
-        commit_properties=epoch.commit_properties(),
-    )
     insert = {f'"{c}"': f's."{c}"' for c in columns}
-    metrics = merger.when_matched_delete().when_not_matched_insert(insert, predicate="s.__ivm_op = 'ins'").execute()
-    if metrics.get("num_target_rows_deleted", 0) or metrics.get("num_target_rows_inserted", 0):
+
+    def attempt(at: int | None) -> bool:
+        merger = open_table(uri, at).merge(
+            change,
+            predicate=f"(s.__ivm_op = 'del') AND {match}" if columns else "s.__ivm_op = 'del'",
+            source_alias="s",
+            target_alias="t",
+            commit_properties=epoch.commit_properties(),
+        )
+        metrics = merger.when_matched_delete().when_not_matched_insert(insert, predicate="s.__ivm_op = 'ins'").execute()
+        # A MERGE that changes nothing makes no commit.
+        return bool(metrics.get("num_target_rows_deleted", 0) or metrics.get("num_target_rows_inserted", 0))
+
+    return _commit_epoch(uri, epoch, after, attempt)
+
+
+def _write_at(
+    uri: str,
+    table: pa.Table,
+    after: int | None,
+    *,
+    mode: Literal["append", "overwrite"],
+    properties: CommitProperties,
+    partition_by: list[str] | None = None,
+    change_feed: bool = False,
+    row_group_rows: int | None = None,
+) -> None:
+    """One write that lands right after version ``after``; ``after`` None creates the table,
+    and fails if someone else created it first."""
+    creating = after is None
+    write_deltalake(
+        uri if creating else open_table(uri, after),
+        table,
+        mode="error" if creating else mode,
+        partition_by=partition_by,
+        writer_properties=WriterProperties(max_row_group_size=row_group_rows) if row_group_rows else None,
+        schema_mode="overwrite" if mode == "overwrite" and not creating else None,
+        configuration=CDF_ON if change_feed else None,
+        commit_properties=properties,
+    )
+
+
+def _attempt(uri: str, after: int | None, commit: Callable[[int | None], bool]) -> None:
+    """Run ``commit`` (a fenced commit right after ``after``); a lost race becomes a
+    CommitConflictError, with delta-rs' error as its cause."""
+    try:
+        committed = commit(after)
+    except CommitFailedError as exc:
+        raise _conflict(uri, after) from exc
+    except DeltaError as exc:
+        if after is None and is_delta_table(uri):  # created by someone else first
+            raise _conflict(uri, after) from exc
+        raise
+    if committed:
         _committed()
+
+
+def _conflict(uri: str, after: int | None) -> CommitConflictError:
+    return CommitConflictError(uri, expected=after, found=latest_version(uri) if is_delta_table(uri) else None)
+
+
+def _commit_epoch(uri: str, epoch: Epoch, after: int | None, commit: Callable[[int | None], bool]) -> bool:
+    """Make an epoch's commit to ``uri`` right after version ``after``; False if it was not needed.
+
+    When another writer committed first: if the table now holds the epoch, another attempt of
+    the same epoch (same inputs, so same content) made this commit, and it is skipped; if
+    only compactions came in between (same logical content), the commit lands after them;
+    anything else is a CommitConflictError and nothing is committed.
+    """
+    while True:
+        try:
+            _attempt(uri, after, commit)
+            return True
+        except CommitConflictError as conflict:
+            if holds_epoch(uri, epoch):
+                return False
+            if after is None or conflict.found is None or not _only_compactions(uri, after, conflict.found):
+                raise
+            after = conflict.found
+
+
+def _only_compactions(uri: str, after: int, upto: int) -> bool:
+    """Whether every commit in (after, upto] is a compaction."""
+    commits = [c for c in open_table(uri, upto).history(upto - after) if after < c.get("version", -1) <= upto]
+    return len(commits) == upto - after and all(c.get(COMPACTION) == "true" for c in commits)
+
+
+def commit_metadata(uri: str, metadata: dict[str, str], *, after: int | None, schema: pa.Schema) -> int:
+    """An empty commit carrying ``metadata`` (read back by :func:`head`), at exactly version
+    ``after + 1``; with ``after`` None it creates the table (with ``schema``) at version 0.
+
+    Returns the new version. Raises CommitConflictError when another writer committed first.
+    """
+    properties = CommitProperties(custom_metadata=metadata, max_commit_retries=0)
+
+    def attempt(at: int | None) -> bool:
+        if at is None:
+            DeltaTable.create(uri, schema=schema, mode="error", commit_properties=properties)
+        else:
+            dt = open_table(uri, at)
+            dt.create_write_transaction([], mode="append", schema=dt.schema(), commit_properties=properties)
+        return True
+
+    _attempt(uri, after, attempt)
+    return 0 if after is None else after + 1
+
+
+def head(uri: str) -> tuple[int, dict] | None:
+    """The table's latest version and that commit's info (its custom metadata included);
+    None when there is no table."""
+    if not is_delta_table(uri):
+        return None
+    dt = open_table(uri)
+    return dt.version(), dt.history(1)[0]
 
 
 def create_table(uri: str, data: pa.Table, *, partition_by: list[str] | None = None) -> None:

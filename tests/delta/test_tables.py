@@ -1,0 +1,73 @@
+"""Fenced commits: an epoch's commit lands right after the version it was planned against,
+is skipped when another attempt of the same epoch made it, and otherwise fails in ivm's words
+(no Spark needed)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from ivm_assets.delta import tables as delta
+from ivm_assets.delta.tables import Epoch
+from ivm_assets.errors import CommitConflictError
+
+ROWS = pa.table({"k": pa.array([1, 2], pa.int64()), "b": pa.array([0, 1], pa.int64())})
+
+
+def _epoch(n: int) -> Epoch:
+    return Epoch("ivm:v", n, {})
+
+
+def _bag_change(k: int) -> pa.Table:
+    return pa.table({"k": pa.array([k], pa.int64()), "b": pa.array([0], pa.int64()), "__ivm_op": ["ins"], "__ivm_copy": pa.array([1], pa.int64())})
+
+
+def test_two_attempts_of_one_epoch_apply_it_once(tmp_path):
+    uri = str(tmp_path / "state")
+    assert delta.write_epoch(uri, ROWS, epoch=_epoch(1), after=None, mode="overwrite")
+    # Both attempts planned against version 0; the second finds the epoch there and skips.
+    assert delta.write_epoch(uri, ROWS, epoch=_epoch(2), after=0, mode="append")
+    assert not delta.write_epoch(uri, ROWS, epoch=_epoch(2), after=0, mode="append")
+    assert delta.latest_version(uri) == 1 and delta.read_small(uri).num_rows == 4
+
+
+def test_two_creators_of_one_table_create_it_once(tmp_path):
+    uri = str(tmp_path / "output")
+    assert delta.write_epoch(uri, ROWS, epoch=_epoch(1), after=None, mode="overwrite", change_feed=True)
+    assert not delta.write_epoch(uri, ROWS, epoch=_epoch(1), after=None, mode="overwrite", change_feed=True)
+    assert delta.latest_version(uri) == 0
+
+
+def test_a_merge_of_one_epoch_is_applied_once(tmp_path):
+    uri = str(tmp_path / "output")
+    delta.write_epoch(uri, ROWS, epoch=_epoch(1), after=None, mode="overwrite", change_feed=True)
+    assert delta.apply_bag_change(uri, _bag_change(3), columns=["k", "b"], epoch=_epoch(2), after=0)
+    assert not delta.apply_bag_change(uri, _bag_change(3), columns=["k", "b"], epoch=_epoch(2), after=0)
+    assert sorted(delta.read_small(uri).column("k").to_pylist()) == [1, 2, 3]
+
+
+def test_a_table_changed_by_someone_else_refuses_the_commit(tmp_path):
+    uri = str(tmp_path / "state")
+    delta.write_epoch(uri, ROWS, epoch=_epoch(1), after=None, mode="overwrite")
+    delta.write(uri, ROWS, mode="append")  # not an ivm epoch
+    with pytest.raises(CommitConflictError, match=r"state is at version 1 but this refresh was to commit right after version 0"):
+        delta.write_epoch(uri, ROWS, epoch=_epoch(2), after=0, mode="append")
+    with pytest.raises(CommitConflictError):
+        delta.apply_bag_change(uri, _bag_change(3), columns=["k", "b"], epoch=_epoch(2), after=0)
+    assert delta.latest_version(uri) == 1
+
+
+def test_an_epoch_commit_lands_after_compactions(tmp_path):
+    uri = str(tmp_path / "state")
+    delta.write_epoch(uri, ROWS, epoch=_epoch(1), after=None, mode="overwrite", partition_by=["b"])
+    assert delta.rewrite(uri, ROWS, after=0, partition_by=["b"], row_group_rows=10)
+    assert delta.write_epoch(uri, ROWS, epoch=_epoch(2), after=0, mode="append", partition_by=["b"])
+    assert delta.latest_version(uri) == 2 and delta.transaction_version(uri, "ivm:v") == 2
+
+
+def test_a_compaction_of_a_moved_table_is_skipped(tmp_path):
+    uri = str(tmp_path / "state")
+    delta.write_epoch(uri, ROWS, epoch=_epoch(1), after=None, mode="overwrite")
+    delta.write_epoch(uri, ROWS, epoch=_epoch(2), after=0, mode="append")
+    assert not delta.rewrite(uri, ROWS, after=0, partition_by=[], row_group_rows=10)
+    assert delta.latest_version(uri) == 1 and delta.read_small(uri).num_rows == 4
