@@ -1,11 +1,13 @@
 """The `ivm` command: refresh, explain and status over a project folder, without Dagster.
 
-    ivm refresh [VIEW ...] --project DIR [--full]
+    ivm refresh [VIEW ...] --project DIR [--full] [--wait SECONDS]
     ivm explain VIEW --project DIR
     ivm status --project DIR
     ivm demo [--dir DIR]
 
 Exit status 0 on success, 1 on any ivm_assets error (message on stderr), 2 on bad usage.
+A refresh that finds a view being refreshed by another process waits for it (``--wait``,
+default 300 s), then exits 1 with who holds the view if it is still busy.
 """
 
 from __future__ import annotations
@@ -23,6 +25,10 @@ def _parser() -> argparse.ArgumentParser:
     refresh.add_argument("views", nargs="*", metavar="VIEW", help="views to refresh (default: all)")
     refresh.add_argument("--project", default=".", help="project folder holding ivm.yaml (default: .)")
     refresh.add_argument("--full", action="store_true", help="recompute from the sources instead of from changes")
+    refresh.add_argument(
+        "--wait", type=_seconds, default=None, metavar="SECONDS",
+        help="how long to wait for another refresh of the same view to finish (default: 300)",
+    )
     explain = sub.add_parser("explain", help="show a view's incremental dataflow and state tables")
     explain.add_argument("view", metavar="VIEW")
     explain.add_argument("--project", default=".")
@@ -36,6 +42,16 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, found {text!r}")
+    return value
+
+
 def _run(args: argparse.Namespace) -> int:
     from ivm_assets.project import IvmProject
 
@@ -45,8 +61,8 @@ def _run(args: argparse.Namespace) -> int:
         return run_demo(args.dir)
     project = IvmProject.load(args.project)
     if args.command == "refresh":
-        for result in project.refresh(args.views or None, full=args.full):
-            print(result.summary())
+        for result in project.refresh_each(args.views or None, full=args.full, wait=args.wait):
+            print(result.summary(), flush=True)
     elif args.command == "explain":
         print(project.explain(args.view))
     elif args.command == "status":
@@ -64,13 +80,19 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def run(argv: list[str] | None = None) -> int:
+    """The command without stopping Spark afterwards (a caller that runs several keeps one session)."""
     args = _parser().parse_args(argv)
     try:
         return _run(args)
     except IvmError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        return run(argv)
     finally:
         from ivm_assets.spark.session import stop_spark
 

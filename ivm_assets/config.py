@@ -7,6 +7,7 @@ sources:                        # table name -> Delta table path (relative) or U
 views:                          # optional settings per view (views/<name>.sql)
   revenue:
     refresh: auto               # auto | incremental | full
+lease_seconds: 60               # a refresh's claim on a view lapses this long after its holder stops renewing it
 ```
 Unknown keys and wrong types are errors that name the file, the line and the key.
 """
@@ -53,6 +54,9 @@ class ProjectConfig(BaseModel):
     sources: dict[str, str] = Field(default_factory=dict)
     views: dict[str, ViewSettings] = Field(default_factory=dict)
     state_buckets: int = Field(default=16, ge=1, le=4096)
+    # How long a refresh's claim on a view holds without renewal (the holder renews it every
+    # third of this): how soon a refresh can take over from one that was killed.
+    lease_seconds: float = Field(default=60.0, gt=0, le=86400)
 
     @field_validator("sources")
     @classmethod

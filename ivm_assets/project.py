@@ -26,7 +26,8 @@ from ivm_assets.errors import ConfigError, SourceError, SqlError, ViewCycleError
 from ivm_assets.spark.arrow import spark_schema
 from ivm_assets.spark.session import get_spark
 from ivm_assets.sql.parse import parse_view, referenced_tables
-from ivm_assets.state.progress import Progress
+from ivm_assets.state.claim import DEFAULT_WAIT_SECONDS, ClaimSettings, new_run_id
+from ivm_assets.state.progress import Progress, now
 
 
 def _resolve(base: Path, location: str) -> str:
@@ -48,15 +49,17 @@ class ViewStatus:
     output_version: int | None
     pending: dict[str, tuple[int, int]]
     interrupted: bool
+    refreshing_by: str | None = None  # "host/pid/run since <time>" while a refresh holds the view
 
     def summary(self) -> str:
+        busy = f"; being refreshed by {self.refreshing_by}" if self.refreshing_by else ""
         if self.epoch is None:
-            return f"{self.view}: never refreshed"
+            return f"{self.view}: never refreshed{busy}"
         state = "interrupted epoch pending" if self.interrupted else ("stale" if self.pending else "up to date")
         behind = ", ".join(f"{s} {a}→{b}" for s, (a, b) in self.pending.items())
         return (
             f"{self.view}: epoch {self.epoch} ({self.mode}{', ' + self.reason if self.reason else ''}); "
-            f"output version {self.output_version}; {state}{': ' + behind if behind else ''}"
+            f"output version {self.output_version}; {state}{': ' + behind if behind else ''}{busy}"
         )
 
 
@@ -196,14 +199,28 @@ class IvmProject:
         return seen
 
     # --- the API ----------------------------------------------------------------------------
-    def refresh(self, views: list[str] | None = None, *, full: bool = False) -> list[RefreshResult]:
+    def refresh(
+        self, views: list[str] | None = None, *, full: bool = False, wait: float | None = None, run_id: str | None = None
+    ) -> list[RefreshResult]:
         """Refresh ``views`` (default: all), upstream views first; one result per view refreshed.
 
         Upstream views of the selection are refreshed too, so a view never reads a stale view.
+        One refresh of a view runs at a time, in any number of processes: a refresh waits up
+        to ``wait`` seconds (default 300) for another one of the same view, then finds the
+        view up to date or runs the next epoch; past the wait it raises ViewBusyError.
+        ``run_id`` names this run to the others (default: a random id).
         """
-        return list(self.refresh_each(views, full=full))
+        return list(self.refresh_each(views, full=full, wait=wait, run_id=run_id))
 
-    def refresh_each(self, views: list[str] | None = None, *, full: bool = False, upstream: bool = True) -> Iterator[RefreshResult]:
+    def refresh_each(
+        self,
+        views: list[str] | None = None,
+        *,
+        full: bool = False,
+        upstream: bool = True,
+        wait: float | None = None,
+        run_id: str | None = None,
+    ) -> Iterator[RefreshResult]:
         """Like :meth:`refresh`, one result as each view finishes.
 
         ``upstream=False`` refreshes exactly ``views`` (still in dependency order) and reads the
@@ -212,13 +229,16 @@ class IvmProject:
         """
         compiled = self.compile(views)
         selected = set(views) if views is not None else set(self.views)
+        claim = ClaimSettings(
+            wait_s=DEFAULT_WAIT_SECONDS if wait is None else wait, lease_s=self.config.lease_seconds, run=run_id or new_run_id()
+        )
         for name in self.order:
             if name not in compiled or (not upstream and name not in selected):
                 continue
             relations = {d: self.relation_uri(d) for d in compiled[name].definition.dependencies}
             yield refresh_view(
                 self.spark, compiled[name], where=self.location(name), relations=relations,
-                buckets=self.config.state_buckets, full=full and name in selected,
+                buckets=self.config.state_buckets, full=full and name in selected, claim=claim,
             )
 
     def explain(self, view: str) -> str:
@@ -231,11 +251,13 @@ class IvmProject:
         out = []
         for name in self.order:
             where = self.location(name)
-            records = Progress(where.progress).records()
-            if not records:
-                out.append(ViewStatus(name, None, None, None, {}, None, {}, False))
+            state = Progress(where.progress).read()
+            claim = state.claim
+            busy = f"{claim.owner} since {claim.since:%Y-%m-%d %H:%M:%S} UTC" if claim and not claim.expired(now()) else None
+            latest = state.latest
+            if latest is None:
+                out.append(ViewStatus(name, None, None, None, {}, None, {}, False, busy))
                 continue
-            latest = records[-1]
             consumed = {s: r["to"] for s, r in latest.payload["sources"].items()}
             pending = {}
             for source, version in consumed.items():
@@ -244,7 +266,9 @@ class IvmProject:
                 if now != version:
                     pending[source] = (version, now)
             out_version = delta.latest_version(where.output) if delta.is_delta_table(where.output) else None
-            out.append(ViewStatus(name, latest.epoch, latest.mode, latest.reason, consumed, out_version, pending, latest.status != "committed"))
+            out.append(
+                ViewStatus(name, latest.epoch, latest.mode, latest.reason, consumed, out_version, pending, state.started is not None, busy)
+            )
         return out
 
 

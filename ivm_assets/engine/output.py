@@ -37,16 +37,18 @@ def expand(rows: DataFrame, names: list[str]) -> DataFrame:
     return repeated.select(*[col(n) for n in names])
 
 
-def overwrite(uri: str, rows: DataFrame, schema: T.StructType, epoch: Epoch) -> int:
-    """Replace the output with ``rows`` (the full result). Returns the row count written."""
+def overwrite(uri: str, rows: DataFrame, schema: T.StructType, epoch: Epoch, *, after: int | None) -> int:
+    """Replace the output with ``rows`` (the full result), right after version ``after``
+    (None: create it). Returns the row count written."""
     table = to_arrow(rows.select(*[col(n) for n in schema.names]))
     table = table.cast(pa.schema([pa.field(f.name, f.type, True) for f in table.schema]))
-    delta.write(uri, table, mode="overwrite", epoch=epoch, change_feed=True)
+    delta.write_epoch(uri, table, epoch=epoch, after=after, mode="overwrite", change_feed=True)
     return table.num_rows
 
 
 def apply_change(uri: str, change: Batch, schema: T.StructType, epoch: Epoch, *, output_version: int) -> None:
-    """Apply a consolidated change set (view columns + ``__w``) to the output table."""
+    """Apply a consolidated change set (view columns + ``__w``) to the output table as it
+    was at ``output_version`` (the commit lands right after it)."""
     names = list(schema.names)
     rows = change.df
     losing = rows.filter(col(WEIGHT) < 0)
@@ -70,7 +72,7 @@ def apply_change(uri: str, change: Batch, schema: T.StructType, epoch: Epoch, *,
     )
     source = to_arrow(deletes.unionByName(inserts))
     if source.num_rows:
-        delta.apply_bag_change(uri, source, columns=names, epoch=epoch)
+        delta.apply_bag_change(uri, source, columns=names, epoch=epoch, after=output_version)
 
 
 def _has_losses(change: Batch) -> bool:

@@ -1,9 +1,12 @@
-"""One refresh of one view: decide the epoch, run it, commit it.
+"""One refresh of one view: claim the view, decide the epoch, run it, commit it.
 
-Order of commits in an epoch (the crash tests kill the process after each in turn):
-``started`` progress record → each state table (append, or overwrite on full) → output
-(MERGE, or overwrite on full) → ``committed`` progress record. A refresh that finds a
-``started`` epoch without ``committed`` repeats it from the inputs that record fixed.
+Order of commits in an epoch (the crash tests kill the process after each in turn): the
+claim → ``started`` progress record → each state table (append, or overwrite on full) →
+output (MERGE, or overwrite on full) → ``committed`` progress record → compactions → the
+claim's release. A refresh that finds a ``started`` epoch without ``committed`` repeats it
+from the inputs that record fixed. Every table commit is fenced to the version the
+``started`` record fixed for that table, so even two attempts of one epoch running at once
+apply it once.
 """
 
 from __future__ import annotations
@@ -19,11 +22,12 @@ from ivm_assets.delta.tables import WEIGHT, Epoch
 from ivm_assets.engine import changes as cdc
 from ivm_assets.engine import output
 from ivm_assets.engine.compile import CompiledView
-from ivm_assets.errors import RefreshError
+from ivm_assets.errors import CommitConflictError, RefreshError
 from ivm_assets.operators.base import EpochContext, materialize
 from ivm_assets.spark.session import tuned_for
 from ivm_assets.sql.incrementalize import operators
-from ivm_assets.state.progress import EpochRecord, Progress
+from ivm_assets.state.claim import ClaimSettings, hold
+from ivm_assets.state.progress import EpochRecord, Progress, ProgressState, now
 
 
 @dataclass(frozen=True)
@@ -70,50 +74,79 @@ def refresh_view(
     relations: dict[str, str],
     buckets: int,
     full: bool = False,
+    claim: ClaimSettings | None = None,
 ) -> RefreshResult:
-    """Bring ``view`` up to the sources' latest versions (see module doc)."""
-    started = time.perf_counter()
+    """Bring ``view`` up to the sources' latest versions (see module doc).
+
+    A full refresh replaces an interrupted epoch instead of repeating it (it rewrites every
+    table anyway, and it is the way out when a table was changed under an epoch).
+    """
+    began = time.perf_counter()
     progress = Progress(where.progress)
-    latest = progress.latest()
-    if latest is not None and latest.status == "started":
-        record = latest  # an interrupted epoch: finish it exactly as planned
-    else:
-        record = _plan_epoch(view, where, relations, latest, full=full)
+    state = progress.read()
+    unclaimed = state.claim is None or state.claim.expired(now())
+    if not full and state.started is None and unclaimed and _up_to_date(view, where, relations, state.committed):
+        return _unchanged(view, state.committed, began)  # nothing to do: no claim, no commit
+    with hold(progress, view.name, claim or ClaimSettings()) as held:
+        state = held.state
+        record = None if full else state.started  # an interrupted epoch: finish it exactly as planned
         if record is None:
-            assert latest is not None
-            sources = {s: (r["to"], r["to"]) for s, r in latest.payload["sources"].items()}
-            return RefreshResult(view.name, "unchanged", None, latest.epoch, sources, 0, 0, time.perf_counter() - started)
-        progress.append(epoch=record.epoch, status="started", mode=record.mode, reason=record.reason, payload=record.payload)
-    epoch = Epoch(f"ivm:{view.name}", record.epoch, {"ivm.view": view.name, "ivm.mode": record.mode})
-    with tuned_for(spark, small=record.mode != "full"):
-        stats = _run_epoch(spark, view, where, relations, record, epoch, buckets)
-    out_version = delta.latest_version(where.output)
-    payload = {**record.payload, "stats": stats, "output_version_after": out_version}
-    progress.append(epoch=record.epoch, status="committed", mode=record.mode, reason=record.reason, payload=payload)
-    if view.root is not None:
-        stats["state_tables_compacted"] = sum(
-            table.compact(spark, where.state_root, buckets) for op in operators(view.root) for table in op.state_tables
-        )
+            record = _plan_epoch(view, where, relations, state, full=full)
+            if record is None:
+                return _unchanged(view, state.committed, began)
+            held.commit(started=record)
+        epoch = Epoch(f"ivm:{view.name}", record.epoch, {"ivm.view": view.name, "ivm.mode": record.mode})
+        try:
+            with tuned_for(spark, small=record.mode != "full"):
+                stats = _run_epoch(spark, view, where, relations, record, epoch, buckets)
+        except CommitConflictError as exc:
+            raise RefreshError(
+                f"view {view.name!r}: a table changed under epoch {record.epoch} of this refresh: {exc}. "
+                f"Nothing was applied twice. Run `ivm refresh --full {view.name}` to rebuild the view from its sources."
+            ) from exc
+        out_version = delta.latest_version(where.output)
+        payload = {**record.payload, "stats": stats, "output_version_after": out_version}
+        done = EpochRecord(record.epoch, "committed", record.mode, record.reason, payload, now())
+        held.commit(committed=done, started=None)
+        if view.root is not None:
+            stats["state_tables_compacted"] = sum(
+                table.compact(spark, where.state_root, buckets) for op in operators(view.root) for table in op.state_tables
+            )
     sources = {s: (r["from"], r["to"]) for s, r in record.payload["sources"].items()}
     return RefreshResult(
         view.name, record.mode, record.reason, record.epoch, sources, stats.get("rows_in", 0), stats.get("rows_out", 0),
-        time.perf_counter() - started, out_version, stats,
+        time.perf_counter() - began, out_version, stats,
     )
 
 
-def _plan_epoch(view: CompiledView, where: ViewLocation, relations: dict[str, str], latest: EpochRecord | None, *, full: bool):
+def _unchanged(view: CompiledView, last: EpochRecord, began: float) -> RefreshResult:
+    sources = {s: (r["to"], r["to"]) for s, r in last.payload["sources"].items()}
+    return RefreshResult(view.name, "unchanged", None, last.epoch, sources, 0, 0, time.perf_counter() - began)
+
+
+def _source_versions(view: CompiledView, relations: dict[str, str]) -> dict[str, int]:
+    return {name: delta.latest_version(relations[name]) for name in view.definition.dependencies}
+
+
+def _up_to_date(view: CompiledView, where: ViewLocation, relations: dict[str, str], last: EpochRecord | None) -> bool:
+    """Whether the last committed epoch consumed every source's latest version with the
+    current SQL, and its output is there."""
+    if last is None or last.payload.get("sql_hash") != view.definition.sql_hash or not delta.is_delta_table(where.output):
+        return False
+    consumed = {name: s["to"] for name, s in last.payload["sources"].items()}
+    return consumed == _source_versions(view, relations)
+
+
+def _plan_epoch(view: CompiledView, where: ViewLocation, relations: dict[str, str], state: ProgressState, *, full: bool):
     """The next epoch's record, or None when no source moved and nothing forces a refresh."""
+    latest = state.committed
+    if not full and _up_to_date(view, where, relations, latest):
+        return None
     last = latest.payload if latest else None
     sources: dict[str, dict] = {}
-    for name in view.definition.dependencies:
-        uri = relations[name]
-        upto = delta.latest_version(uri)
+    for name, upto in _source_versions(view, relations).items():
         before = last["sources"].get(name) if last else None
-        sources[name] = {"from": before["to"] if before else None, "to": upto, "schema": cdc.schema_signature(uri, upto)}
-    moved = any(s["from"] != s["to"] for s in sources.values())
-    up_to_date = last is not None and last.get("sql_hash") == view.definition.sql_hash and delta.is_delta_table(where.output)
-    if up_to_date and not moved and not full:
-        return None
+        sources[name] = {"from": before["to"] if before else None, "to": upto, "schema": cdc.schema_signature(relations[name], upto)}
     # Checking the change feeds reads each source's history: done once, used twice.
     problem = _source_problem(last, sources, relations) if last else None
     reason = _full_reason(view, where, last, problem, full)
@@ -123,19 +156,21 @@ def _plan_epoch(view: CompiledView, where: ViewLocation, relations: dict[str, st
             f"view {view.name!r} has `refresh: incremental` but cannot be refreshed incrementally now: {problem}. "
             "Run `ivm refresh --full` (or set `refresh: auto`) to rebuild it from the sources."
         )
+    # Every table's version now: incremental epochs read state as of it, and every epoch
+    # commits to each table right after it (or creates the table when None).
     state_versions = {}
-    if mode == "incremental":
-        for op in operators(view.root):
-            for table in op.state_tables:
-                uri = table.uri(where.state_root)
-                state_versions[table.table_name] = delta.latest_version(uri) if delta.is_delta_table(uri) else None
+    for op in operators(view.root) if view.root is not None else ():
+        for table in op.state_tables:
+            uri = table.uri(where.state_root)
+            state_versions[table.table_name] = delta.latest_version(uri) if delta.is_delta_table(uri) else None
     payload = {
         "sources": sources,
         "state_versions": state_versions,
         "output_version": delta.latest_version(where.output) if delta.is_delta_table(where.output) else None,
         "sql_hash": view.definition.sql_hash,
     }
-    return EpochRecord((latest.epoch + 1) if latest else 1, "planned", mode, reason, payload, None)
+    number = state.latest.epoch + 1 if state.latest else 1
+    return EpochRecord(number, "started", mode, reason, payload, now())
 
 
 def _full_reason(view: CompiledView, where: ViewLocation, last: dict | None, source_problem: str | None, full: bool) -> str | None:
@@ -179,21 +214,24 @@ def _run_epoch(
             frames[name], stats[f"rows_in.{name}"] = cdc.read_range(spark, name, relations[name], s["from"], s["to"])
         stats["rows_in"] = sum(v for k, v in stats.items() if k.startswith("rows_in."))
     if view.root is None:
-        return {**stats, **_recompute(spark, view, where, frames, epoch)}
+        return {**stats, **_recompute(spark, view, where, frames, epoch, record.payload["output_version"])}
     ctx = EpochContext(spark, epoch, record.mode == "full", where.state_root, buckets, frames, record.payload["state_versions"], stats)
     change = view.root.step(ctx)
     shaped = materialize(output.shape(change, view.root.columns, view.schema), small=record.mode != "full")
     stats["rows_out"] = shaped.rows
     if delta.holds_epoch(where.output, epoch):
         return stats  # the interrupted attempt already applied this epoch's output change
+    after = record.payload["output_version"]
     if record.mode == "full":
-        stats["rows_written"] = output.overwrite(where.output, output.expand(shaped.df, view.schema.names), view.schema, epoch)
+        stats["rows_written"] = output.overwrite(where.output, output.expand(shaped.df, view.schema.names), view.schema, epoch, after=after)
     elif shaped.rows:
-        output.apply_change(where.output, shaped, view.schema, epoch, output_version=record.payload["output_version"])
+        output.apply_change(where.output, shaped, view.schema, epoch, output_version=after)
     return stats
 
 
-def _recompute(spark: SparkSession, view: CompiledView, where: ViewLocation, frames: dict[str, DataFrame], epoch: Epoch) -> dict:
+def _recompute(
+    spark: SparkSession, view: CompiledView, where: ViewLocation, frames: dict[str, DataFrame], epoch: Epoch, after: int | None
+) -> dict:
     """Full recompute with Spark SQL itself (views with constructs that are not incremental)."""
     for name, frame in frames.items():
         frame.drop(WEIGHT).createOrReplaceTempView(name)
@@ -201,5 +239,5 @@ def _recompute(spark: SparkSession, view: CompiledView, where: ViewLocation, fra
     rows = rows.select(*[F.col(f"`{f.name}`").cast(f.dataType).alias(f.name) for f in view.schema.fields])
     if delta.holds_epoch(where.output, epoch):
         return {}
-    written = output.overwrite(where.output, rows, view.schema, epoch)
+    written = output.overwrite(where.output, rows, view.schema, epoch, after=after)
     return {"rows_written": written, "rows_out": written}

@@ -174,7 +174,8 @@ class StateTable:
         return rows.withColumn("__rank", F.row_number().over(window)).filter("__rank = 1").drop("__rank")
 
     def write(self, ctx: EpochContext, rows: Batch) -> None:
-        """Append ``rows`` (overwrite everything on a full refresh), tagged with the epoch.
+        """Append ``rows`` (overwrite everything on a full refresh), tagged with the epoch,
+        right after the table version the epoch recorded (so never twice).
 
         ``rows`` holds the state's columns, ``__w`` (z-set) and ``__bucket`` over the keys;
         the latest-value layout gets ``__epoch`` here.
@@ -182,7 +183,8 @@ class StateTable:
         uri = self.uri(ctx)
         if delta.holds_epoch(uri, ctx.epoch):
             return  # an interrupted attempt of this epoch already wrote it
-        if rows.rows == 0 and not ctx.full and delta.is_delta_table(uri):
+        after = ctx.state_versions.get(self.table_name)
+        if rows.rows == 0 and not ctx.full and after is not None:
             return
         names = [*self.columns, WEIGHT] if self.layout == "zset" else list(self.columns)
         if rows.table is not None:
@@ -191,8 +193,8 @@ class StateTable:
             table = to_arrow(rows.df.select(*[col(c) for c in names], col(BUCKET)))
         if self.layout == "latest":
             table = table.append_column(EPOCH, pa.array([ctx.epoch.number] * table.num_rows, pa.int64()))
-        delta.write(
-            uri, self._clustered(table), mode="overwrite" if ctx.full else "append", epoch=ctx.epoch,
+        delta.write_epoch(
+            uri, self._clustered(table), epoch=ctx.epoch, after=after, mode="overwrite" if ctx.full else "append",
             partition_by=[BUCKET], row_group_rows=ROW_GROUP_ROWS,
         )
         ctx.stats["state_rows_written"] = ctx.stats.get("state_rows_written", 0) + table.num_rows
@@ -202,21 +204,21 @@ class StateTable:
 
         Appending keeps each epoch cheap but leaves one file per touched bucket per epoch;
         reads then open ever more files. The rewrite is one overwrite commit with the same
-        logical content, so an interruption leaves either the old files or the new ones.
-        Returns whether it rewrote the table.
+        logical content, so an interruption leaves either the old files or the new ones; it
+        lands right after the version it read or not at all (another process moved the
+        table on: that one compacts next time). Returns whether it rewrote the table.
         """
         uri = self.uri(root)
         if not delta.is_delta_table(uri):
             return False
-        files = delta.file_count(uri)
-        if files <= max_files_per_bucket * buckets:
+        version = delta.latest_version(uri)
+        if delta.file_count(uri, version) <= max_files_per_bucket * buckets:
             return False
-        rows = self.current(delta.read_snapshot(spark, uri).drop(BUCKET))
+        rows = self.current(delta.read_snapshot(spark, uri, version=version).drop(BUCKET))
         if self.alive_column:
             rows = rows.filter(col(self.alive_column) > 0)
         names = [*self.columns, WEIGHT] if self.layout == "zset" else [*self.columns]
         rows = with_bucket(rows, self.keys, buckets)
         extra = [EPOCH] if self.layout == "latest" else []
         table = to_arrow(rows.select(*[col(c) for c in names], col(BUCKET), *[col(c) for c in extra]))
-        delta.write(uri, self._clustered(table), mode="overwrite", partition_by=[BUCKET], row_group_rows=ROW_GROUP_ROWS)
-        return True
+        return delta.rewrite(uri, self._clustered(table), after=version, partition_by=[BUCKET], row_group_rows=ROW_GROUP_ROWS)
