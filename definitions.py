@@ -1,12 +1,18 @@
-"""The demo shop as Dagster assets: `dagster dev` in this folder serves it (see workspace.yaml).
+"""The demo shop as Dagster assets: `dg dev` in this folder serves it (see workspace.yaml).
 
 On first load the demo project is created in ./demo_project (or $IVM_DEMO_DIR): generated
-Delta sources in a local warehouse and five SQL views. In the UI:
-- Assets → Materialize all builds the views (one run, one Spark session).
+Delta sources in a local warehouse and five SQL views. What happens in the UI:
+- Within a tick of start-up, automation (`ivm_demo_automation`) builds the views that do not
+  exist yet: one run, each view `ivm/mode: full`.
 - Jobs → `demo_source_changes` → Launch writes a batch of inserts, updates and deletes into
-  the sources; the sources are observed every minute and the views downstream of the ones
-  that moved are refreshed incrementally by declarative automation (or materialize them by
-  hand and read each view's `ivm/mode`, `ivm/change_rows_in` … in its metadata).
+  the sources. The source sensor (`ivm_demo_project_source_sensor`) observes the new Delta
+  versions without a run, and automation refreshes exactly the views downstream of them,
+  incrementally (`ivm/mode: incremental`, `ivm/change_rows_in` … on each view).
+- "Materialize" on a view refreshes it by hand (`unchanged` when its sources did not move).
+- The consistency checks run hourly (each recomputes its view) or by "Execute" on a check.
+Runs attach to a warm local Spark Connect server (`ivm spark start`; the first run starts it
+if needed) instead of starting a Spark each; $IVM_SPARK_REMOTE=sc://host:port points them
+elsewhere.
 """
 
 import os
@@ -15,7 +21,13 @@ from pathlib import Path
 import dagster as dg
 
 from ivm_assets import IvmProject
-from ivm_assets.dagster import IvmResource, build_ivm_sensor, ivm_source_assets, ivm_view_assets
+from ivm_assets.dagster import (
+    IvmResource,
+    build_ivm_check_schedule,
+    build_ivm_source_sensor,
+    ivm_source_assets,
+    ivm_view_assets,
+)
 from ivm_assets.demo import apply_demo_changes, create_demo_project
 
 DEMO_DIR = Path(os.environ.get("IVM_DEMO_DIR", Path(__file__).parent / "demo_project")).resolve()
@@ -31,7 +43,7 @@ def demo_project() -> IvmProject:
 
 project = demo_project()
 views = ivm_view_assets(project=project, consistency_checks=True)
-sources = ivm_source_assets(project=project, cron="* * * * *")
+sources = ivm_source_assets(project=project)
 
 
 @dg.op(description="Writes one realistic batch of inserts, updates and deletes into the demo's Delta sources.")
@@ -53,11 +65,13 @@ automation = dg.AutomationConditionSensorDefinition(
     target=dg.AssetSelection.assets(views, sources),
     default_status=dg.DefaultSensorStatus.RUNNING,
     minimum_interval_seconds=15,
+    description="Refreshes the ivm views whose sources (or upstream views) moved, and builds missing ones.",
 )
 
 defs = dg.Definitions(
     assets=[views, sources],
     jobs=[demo_source_changes],
-    sensors=[automation, build_ivm_sensor(project=project, views=views)],
-    resources={"ivm": IvmResource()},
+    sensors=[automation, build_ivm_source_sensor(project=project, minimum_interval_seconds=15)],
+    schedules=[build_ivm_check_schedule(views)],
+    resources={"ivm": IvmResource(remote=os.environ.get("IVM_SPARK_REMOTE") or "local")},
 )

@@ -4,6 +4,7 @@
     ivm explain VIEW --project DIR
     ivm status --project DIR
     ivm demo [--dir DIR]
+    ivm spark start|stop|status [--port N] [--conf KEY=VALUE ...]
 
 Exit status 0 on success, 1 on any ivm_assets error (message on stderr), 2 on bad usage.
 A refresh that finds a view being refreshed by another process waits for it (``--wait``,
@@ -39,6 +40,10 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--project", default=".")
     demo = sub.add_parser("demo", help="create a demo shop project, refresh it, change the sources, refresh again")
     demo.add_argument("--dir", default="demo_project", help="where to create the demo project (default: demo_project)")
+    spark = sub.add_parser("spark", help="start, stop or show the warm local Spark Connect server that Dagster runs attach to")
+    spark.add_argument("action", choices=["start", "stop", "status"])
+    spark.add_argument("--port", type=int, default=None, help="port on 127.0.0.1 (default: $IVM_SPARK_CONNECT_PORT or 15002)")
+    spark.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting for the server")
     return parser
 
 
@@ -59,6 +64,10 @@ def _run(args: argparse.Namespace) -> int:
         from ivm_assets.demo import run_demo
 
         return run_demo(args.dir)
+    if args.command == "spark":
+        from ivm_assets.spark.connect import run_command
+
+        return run_command(args.action, port=args.port, conf=args.conf)
     project = IvmProject.load(args.project)
     if args.command == "refresh":
         for result in project.refresh_each(args.views or None, full=args.full, wait=args.wait):

@@ -129,7 +129,12 @@ def create_demo_project(folder: str | Path, *, customers: int = 2000, products: 
     (root / "ivm.yaml").write_text(
         "# The demo shop. Outputs and operator state go to ./warehouse.\n"
         f"warehouse: warehouse\nsources:\n{sources}\n"
-        "views:\n  order_status_funnel:\n    refresh: incremental\n"
+        "views:\n"
+        "  order_status_funnel:\n    refresh: incremental\n    freshness: {fail_window: 30m, warn_window: 10m}\n"
+        "  revenue_by_region_day:\n    freshness: {fail_window: 1h, warn_window: 20m}\n"
+        "  region_totals:\n    freshness: {fail_window: 1h}\n"
+        "  product_stock:\n    freshness: {fail_window: 2h}\n"
+        "  top_customers:\n    freshness: {cron: '0 9 * * *', fail_window: 1d}\n"
     )
     return root
 

@@ -21,6 +21,6 @@ fi
 stamp=.venv/.ivm-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/python -m pip install --quiet --upgrade pip
-  .venv/bin/python -m pip install --quiet -e ".[dev,dagster]"
+  .venv/bin/python -m pip install --quiet -e ".[dev]"
   touch "$stamp"
 fi

@@ -1,18 +1,19 @@
-"""ivm views as Dagster assets: translator, multi_asset, resource, sources, sensor, checks, component.
+"""ivm views as Dagster assets: translator, multi_asset, resource, sources, sensors, checks, component.
 
-Needs the ``dagster`` extra (``pip install 'ivm_assets[dagster]'``). See docs/dagster.md.
+See docs/dagster.md.
 """
 
 from ivm_assets.dagster.asset_decorator import (
     FULL_REFRESH_TAG,
     IvmRunConfig,
     IvmSpecs,
+    build_ivm_check_schedule,
     build_ivm_specs,
     ivm_view_assets,
 )
 from ivm_assets.dagster.checks import CHECK_NAME
 from ivm_assets.dagster.python_views import IvmPythonView, ivm_view
-from ivm_assets.dagster.sensors import build_ivm_sensor
+from ivm_assets.dagster.sensors import build_ivm_sensor, build_ivm_source_sensor
 from ivm_assets.dagster.sources import ivm_source_assets
 from ivm_assets.dagster.resources import IvmResource
 from ivm_assets.dagster.translator import IvmSourceProps, IvmTranslator, IvmViewProps
@@ -27,7 +28,9 @@ __all__ = [
     "IvmSpecs",
     "IvmTranslator",
     "IvmViewProps",
+    "build_ivm_check_schedule",
     "build_ivm_sensor",
+    "build_ivm_source_sensor",
     "build_ivm_specs",
     "ivm_source_assets",
     "ivm_view",

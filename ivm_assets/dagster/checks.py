@@ -9,6 +9,7 @@ downstream views from being refreshed on top of a wrong result.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping
 
 import dagster as dg
@@ -26,7 +27,10 @@ def check_specs(views: Mapping[str, dg.AssetSpec], *, blocking: bool) -> list[dg
             name=CHECK_NAME,
             asset=spec.key,
             blocking=blocking,
-            description=f"`{name}` equals its SQL recomputed at the source versions of its last refresh",
+            description=(
+                f"`{name}` equals its SQL recomputed at the source versions of its last refresh. "
+                "Costs about a full refresh of the view (see `ivm/check_duration_s`)."
+            ),
         )
         for name, spec in views.items()
     ]
@@ -35,11 +39,13 @@ def check_specs(views: Mapping[str, dg.AssetSpec], *, blocking: bool) -> list[dg
 def run_check(project: IvmProject, view: str, *, key: dg.AssetKey, blocking: bool) -> dg.AssetCheckResult:
     """The oracle's verdict on ``view`` with the rows missing from / extra in its output."""
     severity = dg.AssetCheckSeverity.ERROR if blocking else dg.AssetCheckSeverity.WARN
+    started = time.monotonic()
     try:
         result = check_view(project, view)
     except RefreshError as exc:
         return dg.AssetCheckResult(
-            asset_key=key, check_name=CHECK_NAME, passed=False, severity=severity, description=str(exc)
+            asset_key=key, check_name=CHECK_NAME, passed=False, severity=severity, description=str(exc),
+            metadata={"ivm/check_duration_s": round(time.monotonic() - started, 3)},
         )
     return dg.AssetCheckResult(
         asset_key=key,
@@ -52,6 +58,7 @@ def run_check(project: IvmProject, view: str, *, key: dg.AssetKey, blocking: boo
             "rows_extra": result.extra,
             "sample_missing": dg.MetadataValue.json(_plain(result.sample_missing)),
             "sample_extra": dg.MetadataValue.json(_plain(result.sample_extra)),
+            "ivm/check_duration_s": round(time.monotonic() - started, 3),
         },
     )
 

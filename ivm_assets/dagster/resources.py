@@ -1,10 +1,14 @@
 """The Spark resource ivm assets run with.
 
-Starting Spark costs ~10 s, so one run refreshes all its views in one session and every
-later use in the same process reuses it (:func:`ivm_assets.spark.session.get_spark`).
+Every Dagster run is a new process. With local Spark (the default) each run starts its own
+JVM, 10–20 s on a small machine, before any work. ``remote="local"`` attaches runs to a warm
+local Spark Connect server instead (started once by ``ivm spark start`` or by the first run
+that needs it, then reused: about a second per run); ``remote="sc://host:15002"`` attaches
+to a Connect server elsewhere. Within a process the session is shared
+(:func:`ivm_assets.spark.session.get_spark`).
 
 Example:
-    >>> dg.Definitions(assets=[views], resources={"ivm": IvmResource(master="local[4]")})  # doctest: +SKIP
+    >>> dg.Definitions(assets=[views], resources={"ivm": IvmResource(remote="local")})  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -17,16 +21,27 @@ from pyspark.sql import SparkSession
 
 from ivm_assets.project import IvmProject
 from ivm_assets.spark.session import get_spark
+from ivm_assets.state.claim import DEFAULT_WAIT_SECONDS
 
 
 class IvmResource(dg.ConfigurableResource):
     """Where ivm refreshes run: a local Spark by default, a cluster master or Spark Connect by config."""
 
     master: str | None = Field(default=None, description="Spark master URL; default local[*] (or $IVM_SPARK_MASTER).")
-    remote: str | None = Field(default=None, description="Spark Connect URL (sc://host:15002) instead of a master.")
+    remote: str | None = Field(
+        default=None,
+        description="Spark Connect instead of a Spark per run: `local` (the warm local server of `ivm spark start`, "
+        "started on first use) or a URL sc://host:15002. Default $IVM_SPARK_REMOTE.",
+    )
     spark_conf: dict[str, str] = Field(default_factory=dict, description="Extra Spark settings for the session.")
     warehouse: str | None = Field(
         default=None, description="Replaces the project's `warehouse:` (outputs and state), e.g. per deployment."
+    )
+    wait_seconds: float = Field(
+        default=DEFAULT_WAIT_SECONDS,
+        ge=0,
+        description="How long a refresh waits for another refresh of the same view (another run, the CLI) to finish "
+        "before failing with who holds the view.",
     )
 
     def spark_session(self) -> SparkSession:
@@ -47,6 +62,11 @@ def bind_project(project: IvmProject, *, spark: SparkSession, warehouse: str | N
         config = project.config.model_copy(update={"warehouse": warehouse})
         return IvmProject(root=project.root, config=config, views=project.views, spark=spark)
     return project.with_spark(spark)
+
+
+def wait_seconds(resource: Any) -> float | None:
+    """How long a run's refresh waits for a busy view (None: the engine's default)."""
+    return resource.wait_seconds if isinstance(resource, IvmResource) else None
 
 
 def project_for_run(project: IvmProject, resource: Any) -> IvmProject:

@@ -1,17 +1,23 @@
 """A project's Delta sources as observable source assets: ``DataVersion`` = the Delta version.
 
-Observing costs one read of each table's Delta log. The observation runs on a cron through
-declarative automation; each view's ``AutomationCondition.eager()`` then requests exactly
-the views downstream of a source whose version moved (and views of views after them), while
-an observation that finds the same version changes nothing.
+Observing costs one read of each table's Delta log. Each view's
+``AutomationCondition.eager()`` requests exactly the views downstream of a source whose
+observed version moved (and views of views after them); an observation that finds the
+same version changes nothing. Who observes:
+
+- the source sensor (:func:`ivm_assets.dagster.sensors.build_ivm_source_sensor`, the
+  default of the component and the demo): observations without a run, only for sources
+  that moved;
+- or ``cron=``: declarative automation observes every source on a cron, one run (one
+  process) per tick, which fills the run list, so keep it coarse.
 
 Example:
-    >>> sources = ivm_source_assets(project=project, cron="*/5 * * * *")   # doctest: +SKIP
+    >>> sources = ivm_source_assets(project=project)                        # doctest: +SKIP
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import dagster as dg
 
@@ -33,16 +39,18 @@ def ivm_source_assets(
     *,
     project: IvmProject,
     translator: IvmTranslator | None = None,
-    cron: str | None = "* * * * *",
+    key_prefix: str | Sequence[str] | None = None,
+    cron: str | None = None,
     name: str | None = None,
 ) -> dg.AssetsDefinition:
-    """One observable asset per source of ``project``, observed together (``cron=None``: only by hand)."""
-    specs = build_ivm_specs(project, translator).sources
+    """One observable asset per source of ``project``, observed together: by a run on ``cron``,
+    by hand ("Observe sources" in the UI), or, without runs, by the source sensor."""
+    specs = build_ivm_specs(project, translator, key_prefix=key_prefix).sources
     condition = dg.AutomationCondition.cron_tick_passed(cron) & ~dg.AutomationCondition.in_progress() if cron else None
     by_key = {spec.key: name_ for name_, spec in specs.items()}
 
     @dg.multi_observable_source_asset(
-        name=name or default_op_name(project) + "_sources",
+        name=name or default_op_name(project, key_prefix) + "_sources",
         specs=[spec.replace_attributes(automation_condition=condition) for spec in specs.values()],
         can_subset=True,
     )

@@ -93,13 +93,16 @@ class IvmTranslator:
                 columns=[dg.TableColumn(name=n, type=t) for n, t in view.columns]
             )
         if view.column_lineage:
-            metadata["dagster/column_lineage"] = dg.TableColumnLineage(
+            lineage = dg.TableColumnLineage(
                 deps_by_column={
                     col: [dg.TableColumnDep(asset_key=view.dependency_keys[t], column_name=c) for t, c in deps]
                     for col, deps in view.column_lineage.items()
                     if deps
                 }
             )
+            metadata["dagster/column_lineage"] = lineage
+            # Open-source Dagster records column lineage but does not display it: a table does.
+            metadata["ivm/column_lineage"] = dg.MetadataValue.md(lineage_markdown(view.columns, lineage))
         if definition.file is not None:
             metadata["dagster/code_references"] = code_reference(definition.file, view.code_line or 1)
         return dg.AssetSpec(
@@ -119,6 +122,17 @@ class IvmTranslator:
     def get_automation_condition(self, view: IvmViewProps) -> dg.AutomationCondition | None:
         """Refresh when a source's observed version or an upstream view changes (and build missing views)."""
         return dg.AutomationCondition.eager()
+
+
+def lineage_markdown(columns: tuple[tuple[str, str], ...] | None, lineage: dg.TableColumnLineage | None) -> str:
+    """One row per output column: its type and the ``asset.column`` pairs it is computed from."""
+    deps = lineage.deps_by_column if lineage is not None else {}
+    names = [(n, t) for n, t in columns] if columns is not None else [(n, "") for n in deps]
+    rows = ["| column | type | computed from |", "|---|---|---|"]
+    for name, type_ in names:
+        sources = ", ".join(f"`{d.asset_key.to_user_string()}.{d.column_name}`" for d in deps.get(name, ()))
+        rows.append(f"| `{name}` | {type_} | {sources or '(no source column, e.g. COUNT(*))'} |")
+    return "\n".join(rows)
 
 
 def code_reference(file: str, line: int) -> dg.CodeReferencesMetadataValue:

@@ -2,6 +2,13 @@
 
 Starting Spark costs ~10 s on a small machine, so every refresh, test and Dagster run in a
 process reuses the session made here. Nothing else in ivm_assets builds a SparkSession.
+
+The session is local Spark (``master``, default ``local[*]``) or a Spark Connect client
+(``remote``): ``sc://host:port`` for a server elsewhere, or ``local`` for the warm local
+server of :mod:`ivm_assets.spark.connect`, started on first use. ``$IVM_SPARK_REMOTE``
+gives the default ``remote`` (the test suite runs the engine's tests over Connect with it).
+A process is either classic or Connect: pyspark switches its functions to Connect for the
+whole process once a Connect session exists.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from pyspark.sql import SparkSession
 from ivm_assets.errors import IvmError
 
 _lock = threading.Lock()
+_connect_urls: dict[int, str] = {}  # id(session) -> the URL it was made with (for describe())
 
 # Small change sets dominate incremental refreshes: a few shuffle partitions keep the
 # per-task overhead low; adaptive execution coalesces further and still scales up for full
@@ -64,35 +72,53 @@ def get_spark(
 ) -> SparkSession:
     """The process-wide Spark session, created on first use.
 
-    ``master`` (default ``local[*]``) or ``remote`` (a Spark Connect URL ``sc://…``) and extra
-    ``conf`` only take effect when the session is first created.
+    ``master`` (default ``local[*]``) or ``remote`` (``sc://…``, or ``local`` for the warm
+    local Connect server; default ``$IVM_SPARK_REMOTE``) and extra ``conf`` only take effect
+    when the session is first created.
     """
     with _lock:
         active = SparkSession.getActiveSession()
         if active is not None:
             return active
-        if remote is None:
-            check_java()
+        if remote is None and master is None:
+            remote = os.environ.get("IVM_SPARK_REMOTE") or None
+        if remote is not None:
+            return _connect(remote, conf or {})
+        check_java()
         # Executors must run the interpreter that runs us, or arrow/pyarrow versions diverge.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        builder = SparkSession.builder.appName("ivm_assets")
-        if remote:
-            builder = builder.remote(remote)
-        else:
-            builder = builder.master(master or os.environ.get("IVM_SPARK_MASTER", "local[*]"))
+        builder = SparkSession.builder.appName("ivm_assets").master(master or os.environ.get("IVM_SPARK_MASTER", "local[*]"))
         for key, value in {**DEFAULT_CONF, **(conf or {})}.items():
             builder = builder.config(key, value)
         session = builder.getOrCreate()
-        if remote is None:
-            # Analysis errors reach the user as SqlErrors; Spark's own log copy is noise.
-            session.sparkContext.setLogLevel("ERROR")
-            jvm = session.sparkContext._jvm
-            jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
-                "SQLQueryContextLogger", jvm.org.apache.logging.log4j.Level.OFF
-            )
+        # Analysis errors reach the user as SqlErrors; Spark's own log copy is noise.
+        session.sparkContext.setLogLevel("ERROR")
+        jvm = session.sparkContext._jvm
+        jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
+            "SQLQueryContextLogger", jvm.org.apache.logging.log4j.Level.OFF
+        )
         logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
         return session
+
+
+def _connect(remote: str, conf: Mapping[str, str]) -> SparkSession:
+    """A Spark Connect session. Only SQL settings can be set per session; the server's own
+    settings (memory, master, UI) are fixed when it starts (``ivm spark start --conf``)."""
+    if remote == "local":
+        from ivm_assets.spark.connect import start_server
+
+        remote = start_server().url
+    elif not remote.startswith("sc://"):
+        raise IvmError(f"expected a Spark Connect URL like sc://host:15002 (or `local`), found {remote!r}")
+    settings = {k: v for k, v in {**DEFAULT_CONF, **conf}.items() if k.startswith("spark.sql.")}
+    builder = SparkSession.builder.remote(remote)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
+    session = builder.getOrCreate()
+    _connect_urls[id(session)] = remote
+    return session
 
 
 @contextmanager
@@ -109,6 +135,13 @@ def tuned_for(spark: SparkSession, *, small: bool) -> Iterator[None]:
         for key, value in previous.items():
             if value is not None:
                 spark.conf.set(key, value)
+
+
+def describe(spark: SparkSession) -> str:
+    """``connect sc://host:port`` for a Spark Connect session, else the master (``local[*]`` …)."""
+    if type(spark).__module__.startswith("pyspark.sql.connect"):
+        return f"connect {_connect_urls.get(id(spark), 'sc://?')}"
+    return spark.sparkContext.master
 
 
 def stop_spark() -> None:

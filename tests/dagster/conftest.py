@@ -16,6 +16,7 @@ import pytest
 from ivm_assets import IvmProject
 from ivm_assets.dagster import IvmResource, ivm_view_assets
 from ivm_assets.demo import create_demo_project
+from tests.spark.connect_server import connect_server  # noqa: F401  (the shared session fixture)
 
 TINY = {"customers": 20, "products": 10, "orders": 60}
 
@@ -49,3 +50,14 @@ def demo_run(tmp_path_factory, spark) -> DemoRun:
     result = dg.materialize([views], resources={"ivm": IvmResource()}, instance=instance)
     assert result.success
     return DemoRun(root, project, views, instance, result)
+
+
+@pytest.fixture(scope="session")
+def dagster_dev(tmp_path_factory, connect_server):
+    """One real `dg dev` for the session, its runs attached to the session's Connect server."""
+    from tests.dagster.dagster_dev import start_dagster_dev
+
+    _, env = connect_server
+    server = start_dagster_dev(tmp_path_factory.mktemp("dg_dev"), {**env, "IVM_SPARK_REMOTE": "local"})
+    yield server
+    server.stop()

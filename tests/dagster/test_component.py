@@ -34,7 +34,9 @@ def test_component_loads_a_project_folder(builder):
             assert views.op.name == "ivm_shop"
             assert defs.resolve_assets_def("events").is_observable
             assert [c.name for c in views.check_specs] == ["ivm_consistency"]
-            assert defs.resolve_sensor_def("ivm_shop_sensor") is not None
+            assert defs.resolve_sensor_def("ivm_shop_refresh_sensor").default_status == dg.DefaultSensorStatus.STOPPED
+            assert defs.resolve_sensor_def("ivm_shop_source_sensor").default_status == dg.DefaultSensorStatus.RUNNING
+            assert defs.resolve_schedule_def("ivm_shop_consistency_checks_schedule").cron_schedule == "0 * * * *"
             dg.Definitions.validate_loadable(defs)
 
 

@@ -1,117 +1,54 @@
-"""End to end: `dagster dev` serves the demo; a view is materialized through GraphQL."""
+"""End to end in a real `dg dev` (the demo): runs attach to a warm Spark Connect server,
+materializations carry lineage and schema, freshness shows, runs of a project queue."""
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
-from pathlib import Path
 
 import pytest
 
 from ivm_assets.delta import tables as delta
+from tests.dagster.dagster_dev import metadata
 
-ROOT = Path(__file__).resolve().parents[2]
-
-LAUNCH = """
-mutation Launch($params: ExecutionParams!) {
-  launchRun(executionParams: $params) {
-    __typename
-    ... on LaunchRunSuccess { run { runId } }
-    ... on PythonError { message }
-    ... on InvalidSubsetError { message }
-    ... on RunConfigValidationInvalid { errors { message } }
-  }
-}
-"""
-STATUS = "query Status($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }"
+pytestmark = [pytest.mark.slow, pytest.mark.connect]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def test_a_launched_run_refreshes_a_view_over_the_warm_spark(dagster_dev, connect_server):
+    server, _ = connect_server
+    run_id = dagster_dev.launch(["order_status_funnel"])
+    assert dagster_dev.wait_run(run_id)["status"] == "SUCCESS", dagster_dev.log.read_text()[-3000:]
+    assert delta.latest_version(str(dagster_dev.demo / "warehouse" / "order_status_funnel")) == 0
+    assert not delta.is_delta_table(str(dagster_dev.demo / "warehouse" / "revenue_by_region_day"))
+
+    asset = dagster_dev.latest("order_status_funnel")
+    [materialization] = asset["assetMaterializations"]
+    assert materialization["runId"] == run_id
+    entries = metadata(materialization["metadataEntries"])
+    assert entries["ivm/mode"]["text"] == "full"
+    assert entries["ivm/spark"]["text"] == f"connect {server.url}"  # no Spark of its own
+    assert entries["dagster/row_count"]["intValue"] == delta.read_small(str(dagster_dev.demo / "warehouse" / "order_status_funnel")).num_rows
+    assert [c["name"] for c in entries["dagster/column_schema"]["schema"]["columns"]] == ["status", "orders", "customers"]
+    lineage = {e["columnName"]: e["columnDeps"] for e in entries["dagster/column_lineage"]["lineage"]}
+    assert lineage["customers"] == [{"assetKey": {"path": ["orders"]}, "columnName": "customer_id"}]
+    assert "| `customers` | bigint | `orders.customer_id` |" in entries["ivm/column_lineage"]["mdStr"]
+
+    policy = asset["definition"]["internalFreshnessPolicy"]
+    assert policy == {"__typename": "TimeWindowFreshnessPolicy", "failWindowSeconds": 1800, "warnWindowSeconds": 600}
+    # The freshness daemon (enabled by dagster.yaml) judges the fresh materialization.
+    deadline = time.monotonic() + 60
+    while dagster_dev.latest("order_status_funnel")["definition"]["freshnessStatusInfo"]["freshnessStatus"] != "HEALTHY":
+        assert time.monotonic() < deadline, dagster_dev.latest("order_status_funnel")["definition"]
+        time.sleep(2)
 
 
-def _graphql(port: int, query: str, variables: dict | None = None) -> dict:
-    request = urllib.request.Request(
-        f"http://127.0.0.1:{port}/graphql",
-        data=json.dumps({"query": query, "variables": variables or {}}).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=30) as response:
-        body = json.loads(response.read())
-    assert "errors" not in body, body
-    return body["data"]
-
-
-def _default_signals() -> None:
-    # dagster dev started from a background process inherits ignored SIGINT/SIGTERM.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
-@pytest.mark.slow
-def test_dagster_dev_materializes_a_view_through_graphql(tmp_path):
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    # Declarative automation would start runs of its own; this test launches exactly one.
-    (home / "dagster.yaml").write_text("auto_materialize:\n  enabled: false\n  use_sensors: false\ntelemetry:\n  enabled: false\n")
-    demo = tmp_path / "demo"
-    port = _free_port()
-    env = {**os.environ, "DAGSTER_HOME": str(home), "IVM_DEMO_DIR": str(demo), "IVM_DEMO_ORDERS": "60"}
-    log = (tmp_path / "dagster_dev.log").open("w")
-    server = subprocess.Popen(
-        [str(Path(sys.executable).parent / "dagster"), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_default_signals, start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert server.poll() is None, (tmp_path / "dagster_dev.log").read_text()[-3000:]
-            try:
-                located = _graphql(port, "{ repositoriesOrError { ... on RepositoryConnection { nodes { name location { name } } } } }")
-                if located["repositoriesOrError"].get("nodes"):
-                    break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, "dagster dev did not answer GraphQL within 120 s"
-            time.sleep(1)
-        [repo] = located["repositoriesOrError"]["nodes"]
-        params = {
-            "selector": {
-                "repositoryLocationName": repo["location"]["name"],
-                "repositoryName": repo["name"],
-                "jobName": "__ASSET_JOB",
-                "assetSelection": [{"path": ["order_status_funnel"]}],
-                "assetCheckSelection": [],
-            },
-            "mode": "default",
-            "runConfigData": {},
-        }
-        launched = _graphql(port, LAUNCH, {"params": params})["launchRun"]
-        assert launched["__typename"] == "LaunchRunSuccess", launched
-        run_id = launched["run"]["runId"]
-        deadline = time.monotonic() + 240
-        status = None
-        while status not in {"SUCCESS", "FAILURE", "CANCELED"}:
-            assert time.monotonic() < deadline, f"run {run_id} still {status} after 240 s"
-            time.sleep(2)
-            status = _graphql(port, STATUS, {"id": run_id})["runOrError"]["status"]
-        assert status == "SUCCESS", (tmp_path / "dagster_dev.log").read_text()[-3000:]
-        output = str(demo / "warehouse" / "order_status_funnel")
-        assert delta.latest_version(output) == 0
-        assert not delta.is_delta_table(str(demo / "warehouse" / "revenue_by_region_day"))
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait()
-        log.close()
+def test_two_runs_of_one_project_queue_in_its_pool(dagster_dev):
+    first = dagster_dev.launch(["order_status_funnel"])
+    second = dagster_dev.launch(["order_status_funnel"])
+    seen_queued = False
+    while dagster_dev.run(first)["status"] not in {"SUCCESS", "FAILURE", "CANCELED"}:
+        seen_queued |= dagster_dev.run(second)["status"] == "QUEUED"
+        time.sleep(0.5)
+    a, b = dagster_dev.wait_run(first), dagster_dev.wait_run(second)
+    assert a["status"] == b["status"] == "SUCCESS"
+    assert seen_queued, "the second run never waited in the queue"
+    assert b["startTime"] >= a["endTime"], (a, b)  # one after the other, never both at once

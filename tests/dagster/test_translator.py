@@ -22,8 +22,8 @@ def shop(tmp_path_factory) -> IvmProject:
     root = create_demo_project(tmp_path_factory.mktemp("translator") / "shop", **TINY)
     config = (root / "ivm.yaml").read_text()
     (root / "ivm.yaml").write_text(
-        config
-        + "  revenue_by_region_day:\n    group: finance\n    owners: [team:finance, ana@example.com]\n"
+        config[: config.index("views:")]
+        + "views:\n  revenue_by_region_day:\n    group: finance\n    owners: [team:finance, ana@example.com]\n"
         "    tags: {tier: gold}\n    freshness: {fail_window: 1h, warn_window: 30m}\n"
         "  region_totals:\n    description: Totals per region.\n    freshness: {cron: '0 9 * * *', fail_window: 2h}\n"
     )

@@ -1,0 +1,82 @@
+"""The warm local Spark Connect server: start once, find it, reuse it, stop it by its pid."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ivm_assets.errors import IvmError
+from ivm_assets.spark.connect import SERVER_CLASS, server_status, start_server, stop_server
+
+BIN = Path(sys.executable).parent
+
+pytestmark = pytest.mark.connect
+
+
+def test_the_session_server_is_recorded_and_reused(connect_server):
+    server, env = connect_server
+    folder = env["IVM_SPARK_CONNECT_DIR"]
+    assert server_status(folder) == server
+    assert server.url == f"sc://127.0.0.1:{server.port}"
+    # A second start (another run, another process) attaches to the same server.
+    assert start_server(directory=folder) == server
+    status = subprocess.run([BIN / "ivm", "spark", "status"], env={**os.environ, **env}, capture_output=True, text=True)
+    assert status.returncode == 0 and f"{server.url} (pid {server.pid}" in status.stdout
+
+
+def test_a_client_session_attaches_to_it_and_runs_sql(connect_server):
+    server, env = connect_server
+    # A Connect session switches pyspark to Connect for the whole process: use a fresh one.
+    code = (
+        "from ivm_assets.spark.session import get_spark, describe\n"
+        "s = get_spark(remote='local')\n"
+        "print(describe(s), s.conf.get('spark.sql.session.timeZone'), s.range(5).count())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, **env}, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["connect", server.url, "UTC", "5"]
+
+
+def test_stop_signals_the_recorded_pid_only_if_it_is_a_connect_server(tmp_path):
+    # A stand-in whose command line names the server class, so nothing costly is started.
+    fake = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", SERVER_CLASS])
+    try:
+        (tmp_path / "server.json").write_text(json.dumps({"pid": fake.pid, "port": 1, "log": "x", "started": time.time()}))
+        assert server_status(tmp_path).pid == fake.pid
+        assert stop_server(tmp_path) is True
+        assert fake.wait(timeout=10) is not None
+        assert server_status(tmp_path) is None and not (tmp_path / "server.json").exists()
+        assert stop_server(tmp_path) is False
+    finally:
+        fake.kill()
+    # A record whose pid now belongs to another program is ignored, never signalled.
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        (tmp_path / "server.json").write_text(json.dumps({"pid": other.pid, "port": 1, "log": "x", "started": time.time()}))
+        assert server_status(tmp_path) is None
+        assert stop_server(tmp_path) is False and other.poll() is None
+    finally:
+        other.kill()
+
+
+def test_a_taken_port_is_an_error_that_says_what_to_do(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(IvmError, match=rf"127.0.0.1:{port}: the port is taken.*ivm spark start --port N"):
+            start_server(port=port, directory=tmp_path)
+    assert server_status(tmp_path) is None
+
+
+def test_cli_status_without_a_server_exits_1(tmp_path):
+    out = subprocess.run([BIN / "ivm", "spark", "status"], env={**os.environ, "IVM_SPARK_CONNECT_DIR": str(tmp_path)},
+                         capture_output=True, text=True)
+    assert out.returncode == 1 and "no Spark Connect server running" in out.stdout
