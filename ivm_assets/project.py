@@ -27,7 +27,7 @@ from ivm_assets.spark.arrow import spark_schema
 from ivm_assets.spark.session import get_spark
 from ivm_assets.sql.parse import parse_view, referenced_tables
 from ivm_assets.state.claim import DEFAULT_WAIT_SECONDS, ClaimSettings, new_run_id
-from ivm_assets.state.progress import Progress, now
+from ivm_assets.state.progress import Progress
 
 
 def _resolve(base: Path, location: str) -> str:
@@ -253,7 +253,7 @@ class IvmProject:
             where = self.location(name)
             state = Progress(where.progress).read()
             claim = state.claim
-            busy = f"{claim.owner} since {claim.since:%Y-%m-%d %H:%M:%S} UTC" if claim and not claim.expired(now()) else None
+            busy = claim.holder() if claim and not claim.expired() else None
             latest = state.latest
             if latest is None:
                 out.append(ViewStatus(name, None, None, None, {}, None, {}, False, busy))

@@ -2,7 +2,9 @@
 
 In-process, every commit boundary of an epoch is tried in turn (IVM_CRASH_MODE=raise leaves
 the same state on disk as a kill). One boundary is also tried with a real SIGKILL of a
-separate process.
+separate process. Two attempts of one epoch at once (a holder paused past its lease and the
+refresh that took over) apply it once; a table changed under an epoch by someone else stops
+it with what to do.
 """
 
 from __future__ import annotations
@@ -12,10 +14,17 @@ import subprocess
 import sys
 import textwrap
 
+from decimal import Decimal
+
 import pyarrow as pa
 import pytest
 
 from ivm_assets.delta import tables as delta
+from ivm_assets.delta.tables import Epoch
+from ivm_assets.engine import refresh
+from ivm_assets.errors import RefreshError
+from ivm_assets.state import arrangement
+from ivm_assets.state.progress import Progress
 from tests.conftest import assert_oracle
 
 ORDERS = pa.schema([("id", pa.int64()), ("cust", pa.int64()), ("amount", pa.decimal128(10, 2))])
@@ -87,4 +96,63 @@ def test_sigkill_mid_refresh_recovers(builder):
     assert killed.returncode == -9, killed.stderr.decode()[-2000:]
     [result] = project.refresh()  # takes over once the claim lapses, and repeats the epoch
     assert result.epoch == 2 and result.mode == "incremental", result.summary()
+    assert_oracle(project)
+
+
+class _Unaware:
+    """The Delta module as an attempt sees it before another attempt of its epoch committed:
+    no table holds the epoch yet (only the fenced commit itself can tell)."""
+
+    def __getattr__(self, name: str):
+        return getattr(delta, name)
+
+    @staticmethod
+    def holds_epoch(uri: str, epoch: Epoch) -> bool:
+        return False
+
+
+def test_two_attempts_of_one_epoch_apply_it_once(builder, monkeypatch):
+    project = _project(builder)
+    _change(builder, 1)
+    assert _crash_at(project, monkeypatch, 2)  # the claim and `started` are committed, nothing else
+    where = project.location("sales")
+    record = Progress(where.progress).read().started
+    view = project.compile(["sales"])["sales"]
+    relations = {d: project.relation_uri(d) for d in view.definition.dependencies}
+    epoch = Epoch("ivm:sales", record.epoch, {})
+
+    def attempt() -> None:
+        refresh._run_epoch(project.spark, view, where, relations, record, epoch, project.config.state_buckets)
+
+    tables = [where.output, *(f"{where.state_root}/{name}" for name in record.payload["state_versions"])]
+    attempt()
+    after_first = [delta.latest_version(uri) for uri in tables]
+    assert after_first[0] == record.payload["output_version"] + 1
+    with monkeypatch.context() as m:
+        m.setattr(arrangement, "delta", _Unaware())
+        m.setattr(refresh, "delta", _Unaware())
+        attempt()  # reaches every commit: each is refused by its fence, and skipped
+    assert [delta.latest_version(uri) for uri in tables] == after_first
+    [result] = project.refresh()  # commits the epoch (a third attempt, with nothing left to write)
+    assert (result.epoch, result.mode) == (2, "incremental")
+    assert [delta.latest_version(uri) for uri in tables] == after_first
+    assert_oracle(project)
+
+
+def test_a_table_changed_under_an_epoch_stops_it_until_a_full_refresh(builder, monkeypatch):
+    project = _project(builder)
+    _change(builder, 1)
+    assert _crash_at(project, monkeypatch, 2)
+    output = project.location("sales").output
+    stray = {"region": "zz", "n": 1, "total": Decimal("1.00"), "biggest": Decimal("1.00")}
+    delta.write(output, pa.Table.from_pylist([stray], schema=delta.arrow_schema(output)), mode="append")
+    expected = (
+        r"^view 'sales': a table changed under epoch 2 of this refresh: Delta table \S+/sales is at version \d+ "
+        r"but this refresh was to commit right after version \d+: another process wrote it first\. "
+        r"Nothing was applied twice\. Run `ivm refresh --full sales` to rebuild the view from its sources\.$"
+    )
+    with pytest.raises(RefreshError, match=expected):
+        project.refresh()
+    [result] = project.refresh(full=True)  # replaces the stuck epoch
+    assert (result.epoch, result.mode) == (3, "full")
     assert_oracle(project)

@@ -84,7 +84,7 @@ def refresh_view(
     began = time.perf_counter()
     progress = Progress(where.progress)
     state = progress.read()
-    unclaimed = state.claim is None or state.claim.expired(now())
+    unclaimed = state.claim is None or state.claim.expired()
     if not full and state.started is None and unclaimed and _up_to_date(view, where, relations, state.committed):
         return _unchanged(view, state.committed, began)  # nothing to do: no claim, no commit
     with hold(progress, view.name, claim or ClaimSettings()) as held:

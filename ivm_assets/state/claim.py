@@ -91,7 +91,7 @@ class HeldClaim:
             raise self._lost_error()
 
     def _lost_error(self) -> RefreshError:
-        by = f"{self._lost.owner} since {_when(self._lost)}" if self._lost else "another process"
+        by = self._lost.holder() if self._lost else "another process"
         return RefreshError(
             f"view {self.view!r}: this refresh lost its claim on the view to {by}: it did not renew its claim "
             f"within its lease of {self._state.claim.lease_s:g} s (was the process paused?). Every commit it made "
@@ -139,7 +139,7 @@ def hold(progress: Progress, view: str, settings: ClaimSettings) -> Iterator[Hel
     deadline = time.monotonic() + settings.wait_s
     with _local_guard:
         local = _local.setdefault(progress.uri, threading.Lock())
-    if not local.acquire(timeout=settings.wait_s):
+    if not local.acquire(timeout=min(settings.wait_s, threading.TIMEOUT_MAX)):
         raise ViewBusyError(_busy(view, progress.read().claim))
     try:
         held = HeldClaim(progress, view, _acquire(progress, view, settings, deadline))
@@ -164,7 +164,7 @@ def _acquire(progress: Progress, view: str, settings: ClaimSettings, deadline: f
         if state.version != seen_version:
             seen_version, seen_at = state.version, time.monotonic()
         held = state.claim
-        stale = held is None or held.token == _PROCESS_TOKEN or held.expired(now()) or time.monotonic() - seen_at > held.lease_s
+        stale = held is None or held.token == _PROCESS_TOKEN or held.expired() or time.monotonic() - seen_at > held.lease_s
         if stale:
             moment = now()
             claim = Claim(settings.owner, _PROCESS_TOKEN, moment, moment, settings.lease_s)
@@ -179,9 +179,5 @@ def _acquire(progress: Progress, view: str, settings: ClaimSettings, deadline: f
 
 
 def _busy(view: str, claim: Claim | None) -> str:
-    by = f"{claim.owner} since {_when(claim)}" if claim else f"another thread of this process (pid {os.getpid()})"
+    by = claim.holder() if claim else f"another thread of this process (pid {os.getpid()})"
     return f"view {view} is being refreshed by {by}; try again later or raise --wait"
-
-
-def _when(claim: Claim) -> str:
-    return claim.since.strftime("%Y-%m-%d %H:%M:%S UTC")

@@ -61,8 +61,13 @@ class Claim:
     renewed: datetime
     lease_s: float
 
-    def expired(self, now: datetime) -> bool:
-        return (now - self.renewed).total_seconds() > self.lease_s
+    def expired(self, at: datetime | None = None) -> bool:
+        """Whether the lease ran out unrenewed, by this machine's clock (``at``: now)."""
+        return ((at or now()) - self.renewed).total_seconds() > self.lease_s
+
+    def holder(self) -> str:
+        """Who holds the claim and since when, as users see it."""
+        return f"{self.owner} since {self.since:%Y-%m-%d %H:%M:%S} UTC"
 
     def to_json(self) -> dict:
         return {"owner": self.owner, "token": self.token, "since": self.since.isoformat(), "renewed": self.renewed.isoformat(), "lease_s": self.lease_s}
