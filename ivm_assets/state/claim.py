@@ -12,10 +12,11 @@ last renewal is older than the lease by the waiter's clock, or when the waiter i
 watched the log not move for a whole lease (this one holds whatever the clocks say). Then
 the waiter takes over, and the epoch machinery repeats the interrupted epoch exactly once.
 
-The claim is for progress, not for safety: a holder that was paused past its lease and
-wakes up after another took over finds every commit it still tries refused (each table
-commit is fenced to the version its epoch planned against), and its next progress commit
-tells it the claim is lost.
+The claim keeps refreshes from doing the same work twice; safety does not rest on it. A
+holder that was paused past its lease and wakes up after another took over finds each table
+commit it still tries refused (every one is fenced to the version its epoch planned
+against) or already made by the other, and its next progress commit tells it the claim is
+lost.
 """
 
 from __future__ import annotations
