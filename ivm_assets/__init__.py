@@ -4,17 +4,20 @@ from __future__ import annotations
 
 from ivm_assets.engine.refresh import RefreshResult
 from ivm_assets.errors import (
+    CommitConflictError,
     ConfigError,
     IvmError,
     NotIncrementalError,
     RefreshError,
     SourceError,
     SqlError,
+    ViewBusyError,
     ViewCycleError,
 )
 from ivm_assets.project import IvmProject, ViewStatus
 
 __all__ = [
+    "CommitConflictError",
     "ConfigError",
     "IvmError",
     "IvmProject",
@@ -23,6 +26,7 @@ __all__ = [
     "RefreshResult",
     "SourceError",
     "SqlError",
+    "ViewBusyError",
     "ViewCycleError",
     "ViewStatus",
 ]
