@@ -2,10 +2,11 @@
 
 On first load the demo project is created in ./demo_project (or $IVM_DEMO_DIR): generated
 Delta sources in a local warehouse and five SQL views. What happens in the UI:
-- Within a tick of start-up, automation (`ivm_demo_automation`) builds the views that do not
-  exist yet: one run, each view `ivm/mode: full`.
+- Within about 30 s of start-up the source sensor observes every source and automation
+  (`ivm_demo_automation`) builds the views: one run, each view `ivm/mode: full`. So by the
+  time you click, the views exist, and "Materialize" reports `unchanged` until sources move.
 - Jobs → `demo_source_changes` → Launch writes a batch of inserts, updates and deletes into
-  the sources. The source sensor (`ivm_demo_project_source_sensor`) observes the new Delta
+  the sources. The source sensor (`ivm_demo_source_sensor`) observes the new Delta
   versions without a run, and automation refreshes exactly the views downstream of them,
   incrementally (`ivm/mode: incremental`, `ivm/change_rows_in` … on each view).
 - "Materialize" on a view refreshes it by hand (`unchanged` when its sources did not move).
@@ -71,7 +72,7 @@ automation = dg.AutomationConditionSensorDefinition(
 defs = dg.Definitions(
     assets=[views, sources],
     jobs=[demo_source_changes],
-    sensors=[automation, build_ivm_source_sensor(project=project, minimum_interval_seconds=15)],
+    sensors=[automation, build_ivm_source_sensor(project=project, name="ivm_demo_source_sensor", minimum_interval_seconds=15)],
     schedules=[build_ivm_check_schedule(views)],
     resources={"ivm": IvmResource(remote=os.environ.get("IVM_SPARK_REMOTE") or "local")},
 )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dagster as dg
+
 from ivm_assets.dagster import FULL_REFRESH_TAG
 from ivm_assets.delta import tables as delta
 from ivm_assets.demo import VIEWS, apply_demo_changes
@@ -26,6 +28,10 @@ def test_materialize_all_views_reports_refresh_metadata(demo_run):
     assert revenue["ivm/state_bytes"] > 0
     assert done["revenue_by_region_day"].tags["dagster/data_version"] == "customers@0;order_lines@0;orders@0"
     assert meta(done["top_customers"])["ivm/state_bytes"] == 0  # full-recompute view: no operator state
+    lineage = done["revenue_by_region_day"].metadata["dagster/column_lineage"].value  # on the materialization, not only the spec
+    assert {d.column_name for d in lineage.deps_by_column["revenue"]} == {"quantity", "unit_price"}
+    assert "| `region` | string | `customers.region` |" in revenue["ivm/column_lineage"]
+    assert revenue["ivm/spark"] == "local[2]"
 
 
 def test_subset_run_refreshes_only_the_selection_incrementally(demo_run):
@@ -35,6 +41,10 @@ def test_subset_run_refreshes_only_the_selection_incrementally(demo_run):
     assert list(done) == ["order_status_funnel"]
     values = meta(done["order_status_funnel"])
     assert values["ivm/mode"] == "incremental" and "ivm/reason" not in values  # no empty row in the UI
+    result = demo_run.materialize(["top_customers"])
+    reason = materializations(result)["top_customers"].metadata["ivm/reason"]
+    assert isinstance(reason, dg.MarkdownMetadataValue)  # wraps in the UI instead of being cut off
+    assert reason.value == "not incrementally maintainable: ORDER BY … LIMIT at line 8, column 1"
     assert values["ivm/source_versions"] == {"orders": "0→3"}
     assert values["ivm/change_rows_per_source"]["orders"] == values["ivm/change_rows_in"] > 0
     assert done["order_status_funnel"].tags["dagster/data_version"] == "orders@3"

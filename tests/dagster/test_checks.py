@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dagster as dg
 import pyarrow as pa
+import pytest
 
 from ivm_assets.dagster import CHECK_NAME, IvmResource, ivm_view_assets
 from ivm_assets.delta import tables as delta
@@ -29,3 +30,30 @@ def test_check_passes_on_a_good_view_and_fails_on_a_tampered_one(builder):
     assert not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.ERROR
     assert evaluation.metadata["rows_extra"].value == 1 and evaluation.metadata["rows_missing"].value == 0
     assert evaluation.metadata["sample_extra"].value == [{"k": 99, "s": 1}]
+
+
+def test_checks_skip_refresh_runs_and_run_on_their_own_schedule(builder):
+    from ivm_assets.dagster import build_ivm_check_schedule
+
+    builder.source("events", {"k": pa.array([1, 2], pa.int64()), "v": pa.array([5, 6], pa.int64())})
+    builder.view("totals", "SELECT k, SUM(v) AS s FROM events GROUP BY k")
+    project = builder.load()
+    views = ivm_view_assets(project=project, consistency_checks=True)
+    instance = dg.DagsterInstance.ephemeral()
+
+    refresh = dg.materialize([views], resources={"ivm": IvmResource()}, instance=instance)
+    assert refresh.success and refresh.get_asset_check_evaluations() == []  # no full recompute per refresh
+    logs = [e.message for e in instance.all_logs(refresh.run_id) if e.message]
+    assert any("consistency checks of totals skipped in this refresh run" in m for m in logs)
+
+    schedule = build_ivm_check_schedule(views, cron="*/30 * * * *")
+    assert schedule.cron_schedule == "*/30 * * * *" and schedule.default_status == dg.DefaultScheduleStatus.RUNNING
+    defs = dg.Definitions(assets=[views], schedules=[schedule], resources={"ivm": IvmResource()})
+    job = defs.resolve_job_def(schedule.job_name)
+    checked = job.execute_in_process(instance=instance)
+    [evaluation] = checked.get_asset_check_evaluations()
+    assert evaluation.passed and evaluation.metadata["ivm/check_duration_s"].value > 0
+    assert checked.get_asset_materialization_events() == []  # the check run refreshes nothing
+
+    with pytest.raises(dg.DagsterInvalidDefinitionError, match="has no consistency checks"):
+        build_ivm_check_schedule(ivm_view_assets(project=project))

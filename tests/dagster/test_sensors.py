@@ -63,3 +63,24 @@ def test_unreadable_cursor_starts_over(graph, cursor):
     requested, new_cursor = tick(sensor, cursor)
     assert requested == [["va", "vab", "vv"]]
     assert json.loads(new_cursor) == {"sources": {"a": 0, "b": 0}}
+
+
+def test_source_sensor_reports_observations_of_moved_sources_without_runs(builder):
+    from ivm_assets.dagster import build_ivm_source_sensor
+
+    builder.source("a", {"k": pa.array([1], pa.int64())})
+    builder.source("b", {"k": pa.array([1], pa.int64())})
+    builder.view("va", "SELECT k FROM a")
+    project = builder.load()
+    sensor = build_ivm_source_sensor(project=project)
+    assert sensor.default_status == dg.DefaultSensorStatus.RUNNING and not sensor.targets  # it starts no run
+
+    first = sensor(dg.build_sensor_context(cursor=None))
+    assert not first.run_requests
+    assert sorted((e.asset_key.to_user_string(), e.tags["dagster/data_version"]) for e in first.asset_events) == [("a", "0"), ("b", "0")]
+    quiet = sensor(dg.build_sensor_context(cursor=first.cursor))
+    assert not quiet.asset_events and quiet.skip_reason
+    delta.write(builder.uri("a"), pa.table({"k": pa.array([2], pa.int64())}), mode="append")
+    moved = sensor(dg.build_sensor_context(cursor=first.cursor))
+    assert [(e.asset_key.to_user_string(), e.tags["dagster/data_version"]) for e in moved.asset_events] == [("a", "1")]
+    assert isinstance(moved.asset_events[0], dg.AssetObservation) and not moved.run_requests

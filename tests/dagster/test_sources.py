@@ -85,3 +85,33 @@ def test_sources_are_observed_on_their_cron(builder):
     assert first.total_requested == 0
     later = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=first.cursor, evaluation_time=datetime(2026, 1, 1, 12, 6))
     assert sorted(r.key.to_user_string() for r in later.results if r.true_subset.size) == ["a", "b"]
+
+
+def test_source_sensor_observations_drive_automation_without_a_run(builder):
+    """The sensor's observations (runless events) are what eager automation reacts to."""
+    from ivm_assets.dagster import build_ivm_source_sensor
+
+    project = _project(builder)
+    views, sources = ivm_view_assets(project=project), ivm_source_assets(project=project)
+    assert not any(spec.automation_condition for spec in sources.specs)  # no observation run per cron tick
+    defs = dg.Definitions(assets=[views, sources], resources={"ivm": IvmResource()})
+    instance = dg.DagsterInstance.ephemeral()
+    sensor = build_ivm_source_sensor(project=project)
+    now = datetime(2026, 1, 1, 12, 0, 5)
+
+    def tick(cursor):
+        result = sensor(dg.build_sensor_context(cursor=cursor, instance=instance))
+        for event in result.asset_events:
+            instance.report_runless_asset_event(event)
+        return result.cursor
+
+    cursor = tick(None)
+    for view in ("va", "vab", "vv"):
+        instance.report_runless_asset_event(dg.AssetMaterialization(asset_key=view))
+    evaluated = dg.evaluate_automation_conditions(defs=defs, instance=instance, evaluation_time=now)
+    assert evaluated.total_requested == 0
+    delta.write(builder.uri("b"), pa.table({"k": pa.array([9], pa.int64()), "y": pa.array([1], pa.int64())}), mode="append")
+    tick(cursor)
+    evaluated = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=evaluated.cursor, evaluation_time=now + timedelta(seconds=15))
+    assert sorted(r.key.to_user_string() for r in evaluated.results if r.true_subset.size) == ["vab"]
+    assert instance.get_runs() == []

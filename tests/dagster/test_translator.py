@@ -59,6 +59,9 @@ def test_view_metadata_has_table_schema_lineage_code_reference_and_sql(shop):
     assert [(d.asset_key.to_user_string(), d.column_name) for d in lineage["region"]] == [("customers", "region")]
     totals = build_ivm_specs(shop).views["region_totals"].metadata["dagster/column_lineage"].deps_by_column
     assert [(d.asset_key.to_user_string(), d.column_name) for d in totals["revenue"]] == [("revenue_by_region_day", "revenue")]
+    table = meta["ivm/column_lineage"].value  # readable in the UI, which does not show dagster/column_lineage
+    [row] = [line for line in table.splitlines() if line.startswith("| `revenue` |")]
+    assert row.endswith("| `order_lines.quantity`, `order_lines.unit_price` |")
     reference = meta["dagster/code_references"].code_references[0]
     assert reference.file_path == str(shop.root / "views" / "revenue_by_region_day.sql")
     assert "SUM(l.quantity * l.unit_price)" in meta["ivm/sql"].value
