@@ -71,8 +71,13 @@ automation = dg.AutomationConditionSensorDefinition(
 
 defs = dg.Definitions(
     assets=[views, sources],
+    # A run of ivm views is one step (one Spark session for all its views): the default
+    # multiprocess executor would start a second process (and load the definitions again,
+    # ~5 s) just to run it.
+    executor=dg.in_process_executor,
     jobs=[demo_source_changes],
     sensors=[automation, build_ivm_source_sensor(project=project, name="ivm_demo_source_sensor", minimum_interval_seconds=15)],
     schedules=[build_ivm_check_schedule(views)],
-    resources={"ivm": IvmResource(remote=os.environ.get("IVM_SPARK_REMOTE") or "local")},
+    # $IVM_SPARK_REMOTE: sc://host:port for a Connect server elsewhere; empty for a Spark per run.
+    resources={"ivm": IvmResource(remote=os.environ.get("IVM_SPARK_REMOTE", "local") or None)},
 )

@@ -145,19 +145,23 @@ class DagsterDev:
             self.process.wait()
 
 
-def start_dagster_dev(tmp: Path, env: dict[str, str]) -> DagsterDev:
-    """`dg dev` on workspace.yaml with the repository's dagster.yaml (pools, freshness) and no
-    automation, so that the tests' own runs are the only ones."""
+def start_dagster_dev(tmp: Path, env: dict[str, str], *, automation: bool = False, demo: Path | None = None) -> DagsterDev:
+    """`dg dev` on workspace.yaml with the repository's dagster.yaml (pools, freshness).
+
+    Without ``automation`` no automation sensor runs, so the tests' own runs are the only ones.
+    """
     home = tmp / "dagster_home"
     home.mkdir()
     config = (ROOT / "dagster.yaml").read_text()
-    (home / "dagster.yaml").write_text(config + "\nauto_materialize:\n  enabled: false\n  use_sensors: false\n")
-    demo = tmp / "demo"
+    if not automation:
+        config += "\nauto_materialize:\n  enabled: false\n  use_sensors: false\n"
+    (home / "dagster.yaml").write_text(config)
+    demo = demo or tmp / "demo"
     port = free_port()
     log = tmp / "dg_dev.log"
     full_env = {
-        **os.environ, **env, "DAGSTER_HOME": str(home), "IVM_DEMO_DIR": str(demo), "IVM_DEMO_ORDERS": "60",
-        "FRESHNESS_DAEMON_INTERVAL_SECONDS": "5",
+        **os.environ, "IVM_DEMO_ORDERS": "60", "FRESHNESS_DAEMON_INTERVAL_SECONDS": "5",
+        **env, "DAGSTER_HOME": str(home), "IVM_DEMO_DIR": str(demo),
     }
     with log.open("w") as out:
         process = subprocess.Popen(
