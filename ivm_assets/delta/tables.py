@@ -15,6 +15,7 @@ table version and swaps in one put-if-absent of the log file). A lost race surfa
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 from dataclasses import dataclass
 from collections.abc import Callable
@@ -43,10 +44,10 @@ class Epoch:
     number: int
     metadata: dict[str, str]
 
-    def commit_properties(self) -> CommitProperties:
-        """Tagged with the epoch, and fenced (no retries: see the module doc)."""
+    def commit_properties(self, extra: dict[str, str] | None = None) -> CommitProperties:
+        """Tagged with the epoch (and ``extra`` metadata), and fenced (no retries: see the module doc)."""
         return CommitProperties(
-            custom_metadata={"ivm.epoch": str(self.number), **self.metadata},
+            custom_metadata={"ivm.epoch": str(self.number), **self.metadata, **(extra or {})},
             app_transactions=[Transaction(self.app_id, self.number)],
             max_commit_retries=0,
         )
@@ -264,8 +265,9 @@ def write_epoch(
     partition_by: list[str] | None = None,
     change_feed: bool = False,
     row_group_rows: int | None = None,
+    metadata: dict[str, str] | None = None,
 ) -> bool:
-    """Commit ``table`` as the epoch's one commit to ``uri``, right after version ``after``
+    """Commit ``table`` (and ``metadata`` in the commit info) as the epoch's one commit to ``uri``, right after version ``after``
     (None: the commit creates the table). See :func:`_commit_epoch` for what a lost race does.
 
     ``row_group_rows`` caps parquet row groups: with rows sorted by key, small row groups
@@ -274,7 +276,7 @@ def write_epoch(
 
     def attempt(at: int | None) -> bool:
         _write_at(
-            uri, table, at, mode=mode, properties=epoch.commit_properties(), partition_by=partition_by,
+            uri, table, at, mode=mode, properties=epoch.commit_properties(metadata), partition_by=partition_by,
             change_feed=change_feed, row_group_rows=row_group_rows,
         )
         return True
@@ -282,10 +284,13 @@ def write_epoch(
     return _commit_epoch(uri, epoch, after, attempt)
 
 
-def rewrite(uri: str, table: pa.Table, *, after: int, partition_by: list[str], row_group_rows: int) -> bool:
+def rewrite(
+    uri: str, table: pa.Table, *, after: int, partition_by: list[str], row_group_rows: int, metadata: dict[str, str] | None = None
+) -> bool:
     """Replace the table's content by ``table`` (same logical content, fewer files), right
-    after version ``after``. Returns False, committing nothing, when the table moved."""
-    properties = CommitProperties(custom_metadata={COMPACTION: "true"}, max_commit_retries=0)
+    after version ``after``, with ``metadata`` in the commit info. Returns False, committing
+    nothing, when the table moved."""
+    properties = CommitProperties(custom_metadata={COMPACTION: "true", **(metadata or {})}, max_commit_retries=0)
 
     def attempt(at: int | None) -> bool:
         _write_at(uri, table, at, mode="overwrite", properties=properties, partition_by=partition_by, row_group_rows=row_group_rows)
@@ -439,3 +444,23 @@ def delete_rows(uri: str, predicate: str) -> None:
 def update_rows(uri: str, *, set_sql: dict[str, str], predicate: str) -> None:
     """Set columns to SQL expressions where ``predicate`` holds (source edits: demo, benchmark, tests)."""
     open_table(uri).update(updates=set_sql, predicate=predicate)
+
+
+def remove_tables_except(root: str, kept: list[str]) -> int:
+    """Delete the Delta tables directly under ``root`` whose folder is not in ``kept`` (and
+    does not start with ``_``, which is ivm's own bookkeeping); returns how many.
+
+    Used for state tables a new plan no longer names. Local folders only: on an object
+    store the old tables stay (they are never read again) until removed by hand.
+    """
+    path = root.removeprefix("file://")
+    if "://" in path or not os.path.isdir(path):
+        return 0
+    removed = 0
+    for name in sorted(os.listdir(path)):
+        folder = os.path.join(path, name)
+        if name.startswith("_") or name in kept or not os.path.isdir(os.path.join(folder, "_delta_log")):
+            continue
+        shutil.rmtree(folder)
+        removed += 1
+    return removed

@@ -33,6 +33,6 @@ def _tree(op: Operator, where: ViewLocation, lines: list[str], depth: int) -> No
     pad = "  " * depth
     lines.append(f"{pad}{op.id}: {op.describe()}")
     for table in op.state_tables:
-        lines.append(f"{pad}  state [{table.layout}, key {', '.join(table.keys) or '-'}]: {table.uri(where.state_root)}")
+        lines.append(f"{pad}  state [{table.layout_kind}, key {', '.join(table.keys) or '-'}]: {table.uri(where.state_root)}")
     for child in op.inputs:
         _tree(child, where, lines, depth + 1)

@@ -25,7 +25,8 @@ from ivm_assets.engine.compile import CompiledView
 from ivm_assets.errors import CommitConflictError, RefreshError
 from ivm_assets.operators.base import EpochContext, materialize
 from ivm_assets.spark.session import tuned_for
-from ivm_assets.sql.incrementalize import operators
+from ivm_assets.sql.incrementalize import fingerprint, operators
+from ivm_assets.state.arrangement import FORMAT, LAYOUT_KEY, StateLayout
 from ivm_assets.state.claim import ClaimSettings, hold
 from ivm_assets.state.progress import EpochRecord, Progress, ProgressState, now
 
@@ -91,7 +92,7 @@ def refresh_view(
         state = held.state
         record = None if full else state.started  # an interrupted epoch: finish it exactly as planned
         if record is None:
-            record = _plan_epoch(view, where, relations, state, full=full)
+            record = _plan_epoch(view, where, relations, state, full=full, buckets=buckets)
             if record is None:
                 return _unchanged(view, state.committed, began)
             held.commit(started=record)
@@ -108,10 +109,14 @@ def refresh_view(
         payload = {**record.payload, "stats": stats, "output_version_after": out_version}
         done = EpochRecord(record.epoch, "committed", record.mode, record.reason, payload, now())
         held.commit(committed=done, started=None)
+        # Both only touch what the committed epoch no longer needs to be right.
         if view.root is not None:
             stats["state_tables_compacted"] = sum(
-                table.compact(spark, where.state_root, buckets) for op in operators(view.root) for table in op.state_tables
+                table.compact(spark, where.state_root) for op in operators(view.root) for table in op.state_tables
             )
+        if record.mode == "full":
+            kept = [t.table_name for op in operators(view.root) for t in op.state_tables] if view.root is not None else []
+            stats["stale_state_tables_removed"] = delta.remove_tables_except(where.state_root, kept)
     sources = {s: (r["from"], r["to"]) for s, r in record.payload["sources"].items()}
     return RefreshResult(
         view.name, record.mode, record.reason, record.epoch, sources, stats.get("rows_in", 0), stats.get("rows_out", 0),
@@ -137,7 +142,9 @@ def _up_to_date(view: CompiledView, where: ViewLocation, relations: dict[str, st
     return consumed == _source_versions(view, relations)
 
 
-def _plan_epoch(view: CompiledView, where: ViewLocation, relations: dict[str, str], state: ProgressState, *, full: bool):
+def _plan_epoch(
+    view: CompiledView, where: ViewLocation, relations: dict[str, str], state: ProgressState, *, full: bool, buckets: int
+):
     """The next epoch's record, or None when no source moved and nothing forces a refresh."""
     latest = state.committed
     if not full and _up_to_date(view, where, relations, latest):
@@ -149,23 +156,19 @@ def _plan_epoch(view: CompiledView, where: ViewLocation, relations: dict[str, st
         sources[name] = {"from": before["to"] if before else None, "to": upto, "schema": cdc.schema_signature(relations[name], upto)}
     # Checking the change feeds reads each source's history: done once, used twice.
     problem = _source_problem(last, sources, relations) if last else None
-    reason = _full_reason(view, where, last, problem, full)
+    state_versions, state_layouts, state_problem = _state_tables(view, where, last, buckets)
+    reason = _full_reason(view, where, last, problem, full) or state_problem
     mode = "full" if reason else "incremental"
     if problem and view.definition.settings.refresh == "incremental" and not full:
         raise RefreshError(
             f"view {view.name!r} has `refresh: incremental` but cannot be refreshed incrementally now: {problem}. "
             "Run `ivm refresh --full` (or set `refresh: auto`) to rebuild it from the sources."
         )
-    # Every table's version now: incremental epochs read state as of it, and every epoch
-    # commits to each table right after it (or creates the table when None).
-    state_versions = {}
-    for op in operators(view.root) if view.root is not None else ():
-        for table in op.state_tables:
-            uri = table.uri(where.state_root)
-            state_versions[table.table_name] = delta.latest_version(uri) if delta.is_delta_table(uri) else None
     payload = {
         "sources": sources,
         "state_versions": state_versions,
+        "state_layouts": state_layouts,
+        "plan_fingerprint": fingerprint(view.root, FORMAT) if view.root is not None else None,
         "output_version": delta.latest_version(where.output) if delta.is_delta_table(where.output) else None,
         "sql_hash": view.definition.sql_hash,
     }
@@ -184,7 +187,41 @@ def _full_reason(view: CompiledView, where: ViewLocation, last: dict | None, sou
         return view.reason()
     if last.get("sql_hash") != view.definition.sql_hash:
         return "view SQL changed"
+    if view.root is not None and last.get("plan_fingerprint") != fingerprint(view.root, FORMAT):
+        return "operator plan changed (new engine version or upstream schema): state rebuilt"
     return source_problem
+
+
+def _state_tables(view: CompiledView, where: ViewLocation, last: dict | None, buckets: int):
+    """Each state table's version and recorded layout now, and why the state cannot be
+    used by an incremental epoch (None when it can).
+
+    Incremental epochs read state as of these versions, and every epoch commits to each
+    table right after them (or creates the table when None).
+    """
+    versions: dict[str, int | None] = {}
+    layouts: dict[str, str | None] = {}
+    problem = None
+    recorded_versions = (last or {}).get("state_versions", {})
+    for op in operators(view.root) if view.root is not None else ():
+        for table in op.state_tables:
+            name, head = table.table_name, delta.head(table.uri(where.state_root))
+            versions[name] = head[0] if head else None
+            recorded = head[1].get(LAYOUT_KEY) if head else None
+            layouts[name] = recorded
+            if problem or last is None:
+                continue
+            if head is None:
+                if recorded_versions.get(name) is not None:
+                    problem = f"state table {name} is missing: state rebuilt"
+                continue
+            if recorded is None:
+                problem = f"state format changed: 1 → {FORMAT} (layout not recorded): state rebuilt"
+                continue
+            wanted = table.layout(buckets, [])
+            if why := StateLayout.from_json(recorded).difference(wanted, compare_hashes=False):
+                problem = f"state layout changed: {why}"
+    return versions, layouts, problem
 
 
 def _source_problem(last: dict, sources: dict, relations: dict[str, str]) -> str | None:
@@ -215,7 +252,10 @@ def _run_epoch(
         stats["rows_in"] = sum(v for k, v in stats.items() if k.startswith("rows_in."))
     if view.root is None:
         return {**stats, **_recompute(spark, view, where, frames, epoch, record.payload["output_version"])}
-    ctx = EpochContext(spark, epoch, record.mode == "full", where.state_root, buckets, frames, record.payload["state_versions"], stats)
+    ctx = EpochContext(
+        spark, epoch, record.mode == "full", where.state_root, buckets, frames, record.payload["state_versions"], stats,
+        record.payload.get("state_layouts", {}),
+    )
     change = view.root.step(ctx)
     shaped = materialize(output.shape(change, view.root.columns, view.schema), small=record.mode != "full")
     stats["rows_out"] = shaped.rows

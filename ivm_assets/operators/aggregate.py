@@ -25,7 +25,7 @@ from pyspark.sql import types as T
 from ivm_assets.delta.tables import WEIGHT
 from ivm_assets.operators.base import Batch, EpochContext, Operator, col, consolidate, materialize, null_safe_match
 from ivm_assets.sql.plan import AggCall, q
-from ivm_assets.state.arrangement import BUCKET, StateTable, with_bucket
+from ivm_assets.state.arrangement import BUCKET, StateTable, default_hash_types, with_bucket
 
 _GLOBAL = "__g"
 _COUNT = "__cnt"
@@ -140,7 +140,8 @@ class AggregateOp(Operator):
         delta = consolidate(self.input.step(ctx), self.input.columns)
         if not self.keys:
             delta = delta.withColumn(_GLOBAL, F.lit(0))
-        batch = materialize(with_bucket(delta, self.group_keys, ctx.buckets), small=not ctx.full)
+        types = default_hash_types(delta, self.group_keys)
+        batch = materialize(with_bucket(delta, self.group_keys, ctx.buckets, types), small=not ctx.full)
         delta = batch.df.drop(BUCKET)
         arg_types = {i: delta.schema[a.arg].dataType for i, a in enumerate(self.aggs) if a.arg}
         if batch.rows == 0 and not (ctx.full and not self.keys):
@@ -156,7 +157,7 @@ class AggregateOp(Operator):
         # retractions, and a second read would cost another scan inside the output job.
         raw = self.groups.read(ctx, batch, self.group_keys)
         old = materialize(self.groups.current(raw.df), small=not ctx.full).df if raw is not None else None
-        new = materialize(with_bucket(self._combine(old, change), self.group_keys, ctx.buckets), small=not ctx.full)
+        new = materialize(with_bucket(self._combine(old, change), self.group_keys, ctx.buckets, types), small=not ctx.full)
         old_values: dict[int, DataFrame | None] = {}
         new_values: dict[int, DataFrame | None] = {}
         value_changes: dict[int, Batch] = {}
@@ -165,7 +166,7 @@ class AggregateOp(Operator):
                 *[col(k) for k in self.group_keys], col(self.aggs[i].arg).alias("v"), col(WEIGHT)
             )
             value_changes[i] = materialize(
-                with_bucket(consolidate(values, self.group_keys + ("v",)), self.group_keys, ctx.buckets), small=not ctx.full
+                with_bucket(consolidate(values, self.group_keys + ("v",)), self.group_keys, ctx.buckets, types), small=not ctx.full
             )
             dv = value_changes[i].df.drop(BUCKET)
             raw_values = table.read(ctx, batch, self.group_keys)
@@ -182,9 +183,9 @@ class AggregateOp(Operator):
         parts.append(self._output(alive_new, new_values, arg_types).withColumn(WEIGHT, F.lit(1).cast("bigint")))
         result = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
         out = materialize(consolidate(result, self.columns), small=not ctx.full).df
-        self.groups.write(ctx, new)
+        self.groups.write(ctx, new, types)
         for i, table in self.values.items():
-            table.write(ctx, value_changes[i])
+            table.write(ctx, value_changes[i], types)
         return out
 
     def describe(self) -> str:

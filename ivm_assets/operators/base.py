@@ -89,6 +89,8 @@ class EpochContext:
     changes: dict[str, DataFrame]
     state_versions: dict[str, int | None]
     stats: dict[str, int] = field(default_factory=dict)
+    # Each state table's layout as recorded when the epoch was planned (JSON), None if new.
+    state_layouts: dict[str, str | None] = field(default_factory=dict)
 
 
 class Operator(ABC):

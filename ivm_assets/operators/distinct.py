@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 
 from ivm_assets.delta.tables import WEIGHT
 from ivm_assets.operators.base import EpochContext, Operator, col, consolidate, materialize, null_safe_match
-from ivm_assets.state.arrangement import BUCKET, StateTable, with_bucket
+from ivm_assets.state.arrangement import BUCKET, StateTable, default_hash_types, with_bucket
 
 
 class DistinctOp(Operator):
@@ -32,11 +32,13 @@ class DistinctOp(Operator):
         return (self.counts,)
 
     def step(self, ctx: EpochContext) -> DataFrame:
-        batch = materialize(with_bucket(consolidate(self.input.step(ctx), self.columns), self.columns, ctx.buckets), small=not ctx.full)
+        change = consolidate(self.input.step(ctx), self.columns)
+        types = default_hash_types(change, self.columns)
+        batch = materialize(with_bucket(change, self.columns, ctx.buckets, types), small=not ctx.full)
         delta = batch.df.drop(BUCKET)
         if batch.rows == 0:
             if ctx.full:
-                self.counts.write(ctx, batch)
+                self.counts.write(ctx, batch, types)
             return delta
         raw = self.counts.read(ctx, batch, self.columns)
         old = self.counts.current(raw.df) if raw is not None else None
@@ -51,7 +53,7 @@ class DistinctOp(Operator):
             joined.select(*[col(c) for c in self.columns], flip.cast("bigint").alias(WEIGHT)).filter(col(WEIGHT) != 0),
             small=not ctx.full,
         ).df
-        self.counts.write(ctx, batch)
+        self.counts.write(ctx, batch, types)
         return out
 
     def describe(self) -> str:

@@ -86,8 +86,8 @@ class JoinOp(Operator):
             out = materialize(consolidate(reduce(DataFrame.unionAll, parts), self.columns), small=not ctx.full).df
         else:
             out = self._join(left.limit(0), right.limit(0))
-        self.left_state.write(ctx, dl)
-        self.right_state.write(ctx, dr)
+        self.left_state.write(ctx, dl, types)
+        self.right_state.write(ctx, dr, types)
         return out
 
     def describe(self) -> str:

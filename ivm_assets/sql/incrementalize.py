@@ -1,19 +1,22 @@
 """Incrementalization: the ordinary plan becomes a dataflow of incremental operators.
 
-One rule per plan node. Operator ids are stable for a given plan (pre-order position plus
-kind), and the state tables of operator ``op3_join`` live at ``_ivm/<view>/op3_join_left``
-etc., so a view whose SQL is unchanged finds its state again on the next refresh.
+One rule per plan node. An operator's id is its kind plus a hash of its whole subtree
+(``join_1f2e3d4c``), so it names the same computation on every refresh and nothing else: the
+state tables of ``join_1f2e3d4c`` live at ``_ivm/<view>/join_1f2e3d4c_left`` etc., and a
+changed subtree gets new ids instead of reading another computation's state. The
+:func:`fingerprint` of the whole dataflow, recorded with every epoch, tells a refresh that
+the plan changed (new SQL, an engine upgrade, an upstream schema) and a rebuild is due.
 
 Example:
     >>> from ivm_assets.sql.plan import Plan, Filter, Scan
     >>> plan = Plan(Filter(Scan("t", ("a",), ("x",)), "`x` > 1"), ("a",))
     >>> incrementalize(plan).id
-    'op0_filter'
+    'filter_6111c9fd'
 """
 
 from __future__ import annotations
 
-import itertools
+import hashlib
 
 from ivm_assets.operators.aggregate import AggregateOp
 from ivm_assets.operators.base import Operator
@@ -25,10 +28,14 @@ from ivm_assets.sql.plan import Aggregate, Distinct, Filter, Join, Node, Plan, P
 
 def incrementalize(plan: Plan) -> Operator:
     """The root operator of ``plan``'s dataflow."""
-    counter = itertools.count()
+    used: dict[str, int] = {}
 
     def visit(node: Node) -> Operator:
-        op_id = f"op{next(counter)}_{type(node).__name__.lower()}"
+        op_id = f"{type(node).__name__.lower()}_{hashlib.sha256(repr(node).encode()).hexdigest()[:8]}"
+        # The same subtree twice (a self-join of one subquery) keeps two states: the second
+        # is numbered, in the plan's fixed visiting order.
+        used[op_id] = used.get(op_id, 0) + 1
+        op_id = op_id if used[op_id] == 1 else f"{op_id}_{used[op_id]}"
         if isinstance(node, Scan):
             return ScanOp(op_id, node.relation, node.source_columns, node.columns)
         if isinstance(node, Filter):
@@ -47,6 +54,16 @@ def incrementalize(plan: Plan) -> Operator:
         raise TypeError(f"No incremental rule for {type(node).__name__}")
 
     return visit(plan.root)
+
+
+def fingerprint(root: Operator, state_format: int) -> str:
+    """A hash of the dataflow: every operator's id, rule, columns and state tables, and the
+    state format version. Equal fingerprints mean one refresh can carry on another's state."""
+    parts = [str(state_format)]
+    for op in operators(root):
+        tables = [(t.table_name, t.layout_kind, t.keys, t.columns) for t in op.state_tables]
+        parts.append(repr((op.id, op.describe(), op.columns, tables)))
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
 def operators(root: Operator):

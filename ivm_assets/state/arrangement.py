@@ -12,10 +12,17 @@ Two layouts use this:
 - *latest value* (``__epoch`` column): one row per key per epoch that touched it; the row of
   the highest epoch is the current one (aggregate groups).
 ``compact`` folds either layout back to one row per distinct row / key.
+
+Every commit to a state table records the table's :class:`StateLayout` (format version,
+bucket count, how each key is hashed, columns) in its commit metadata. A refresh compares
+the recorded layout with the one it would use before it plans an incremental epoch, and
+rebuilds the view instead when they differ: keys hashed one way and looked up another would
+miss their rows. Compaction re-buckets with the recorded layout, never with a guess.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Literal
 
@@ -27,12 +34,16 @@ from pyspark.sql import functions as F
 
 from ivm_assets.delta import tables as delta
 from ivm_assets.delta.tables import WEIGHT
+from ivm_assets.errors import RefreshError
 from ivm_assets.operators.base import Batch, EpochContext, col, consolidate, null_safe_match
 from ivm_assets.spark.arrow import to_arrow
 from ivm_assets.sql.plan import q
 
 BUCKET = "__bucket"
 EPOCH = "__epoch"
+# Version of the state layout. 1: layout not recorded; 2: recorded in every commit.
+FORMAT = 2
+LAYOUT_KEY = "ivm.layout"
 
 
 # Past this size a state read is joined by broadcasting the (small) change to it instead of
@@ -55,6 +66,55 @@ _NUMERIC = (*_INTEGRAL, T.FloatType, T.DoubleType, T.DecimalType)
 
 
 UNHASHED = "unhashed"
+_OWN = "own"
+
+
+@dataclass(frozen=True)
+class StateLayout:
+    """How a state table is laid out: what a lookup must agree with to find its rows.
+
+    ``hashes`` says per key how it enters the bucket hash: a Spark type it is cast to,
+    ``own`` (hashed as it is) or ``unhashed`` (see :func:`hash_type`).
+    """
+
+    format: int
+    kind: str
+    buckets: int
+    keys: tuple[str, ...]
+    columns: tuple[str, ...]
+    hashes: tuple[str, ...]
+
+    def to_json(self) -> str:
+        return json.dumps({**self.__dict__, "keys": list(self.keys), "columns": list(self.columns), "hashes": list(self.hashes)})
+
+    @classmethod
+    def from_json(cls, text: str) -> StateLayout:
+        d = json.loads(text)
+        return cls(d["format"], d["kind"], d["buckets"], tuple(d["keys"]), tuple(d["columns"]), tuple(d["hashes"]))
+
+    def types(self) -> list:
+        """The hash types as :func:`with_bucket` takes them."""
+        parsed = {"bigint": T.LongType(), "double": T.DoubleType(), _OWN: None, UNHASHED: UNHASHED}
+        return [parsed[h] for h in self.hashes]
+
+    def difference(self, wanted: StateLayout, *, compare_hashes: bool = True) -> str | None:
+        """What differs from ``wanted`` in words ("buckets 4 → 16"), or None."""
+        for name in ("format", "kind", "buckets", "keys", "columns", *(("hashes",) if compare_hashes else ())):
+            have, want = getattr(self, name), getattr(wanted, name)
+            if have != want:
+                show = (lambda v: ", ".join(v) or "none") if isinstance(have, tuple) else str
+                return f"{name} {show(have)} → {show(want)}"
+        return None
+
+
+def hash_names(types: list) -> tuple[str, ...]:
+    """:class:`StateLayout` ``hashes`` for hash types as :func:`hash_type` gives them."""
+    return tuple(_OWN if t is None else t if t == UNHASHED else t.simpleString() for t in types)
+
+
+def default_hash_types(df: DataFrame, keys: tuple[str, ...]) -> list:
+    """Each key hashed by its own type (state that only its own operator looks up)."""
+    return [hash_type(df.schema[k].dataType) for k in keys]
 
 
 def hash_type(left: T.DataType, right: T.DataType | None = None) -> T.DataType | str | None:
@@ -81,7 +141,7 @@ def with_bucket(df: DataFrame, keys: tuple[str, ...], buckets: int, types: list 
     ``types`` defaults to :func:`hash_type` of each key's own type. Without hashed keys every
     row goes to bucket 0.
     """
-    types = types or [hash_type(df.schema[k].dataType) for k in keys]
+    types = default_hash_types(df, keys) if types is None else types
     hashed = [df[q(k)].cast(t) if t is not None else df[q(k)] for k, t in zip(keys, types) if t != UNHASHED]
     if not hashed:
         return df.withColumn(BUCKET, F.lit(0))
@@ -108,7 +168,7 @@ class StateTable:
         self.name = name
         self.columns = columns
         self.keys = keys
-        self.layout = layout
+        self.layout_kind = layout
 
     @property
     def table_name(self) -> str:
@@ -166,59 +226,86 @@ class StateTable:
 
     def current(self, rows: DataFrame) -> DataFrame:
         """The logical content of raw state rows: consolidated z-set, or latest row per key."""
-        if self.layout == "zset":
+        if self.layout_kind == "zset":
             return consolidate(rows, self.columns)
         if not self.keys:
             return rows.orderBy(F.col(EPOCH).desc()).limit(1)
         window = Window.partitionBy(*[col(k) for k in self.keys]).orderBy(F.col(EPOCH).desc())
         return rows.withColumn("__rank", F.row_number().over(window)).filter("__rank = 1").drop("__rank")
 
-    def write(self, ctx: EpochContext, rows: Batch) -> None:
+    def layout(self, buckets: int, types: list) -> StateLayout:
+        """This table's layout with ``buckets`` and key hash ``types``."""
+        return StateLayout(FORMAT, self.layout_kind, buckets, self.keys, self.columns, hash_names(types))
+
+    def recorded_layout(self, root: str) -> StateLayout | None:
+        """The layout the table's latest commit recorded (None: no table, or written before
+        layouts were recorded)."""
+        head = delta.head(self.uri(root))
+        text = head[1].get(LAYOUT_KEY) if head else None
+        return StateLayout.from_json(text) if text else None
+
+    def write(self, ctx: EpochContext, rows: Batch, types: list) -> None:
         """Append ``rows`` (overwrite everything on a full refresh), tagged with the epoch,
         right after the table version the epoch recorded (so never twice).
 
-        ``rows`` holds the state's columns, ``__w`` (z-set) and ``__bucket`` over the keys;
-        the latest-value layout gets ``__epoch`` here.
+        ``rows`` holds the state's columns, ``__w`` (z-set) and ``__bucket`` over the keys,
+        hashed as ``types`` say; the latest-value layout gets ``__epoch`` here. An
+        incremental append whose layout differs from the recorded one is refused: its rows
+        would sit in buckets where no lookup finds them.
         """
         uri = self.uri(ctx)
         if delta.holds_epoch(uri, ctx.epoch):
             return  # an interrupted attempt of this epoch already wrote it
         after = ctx.state_versions.get(self.table_name)
+        layout = self.layout(ctx.buckets, types)
+        recorded = ctx.state_layouts.get(self.table_name)
+        if not ctx.full and recorded and (why := StateLayout.from_json(recorded).difference(layout)):
+            raise RefreshError(
+                f"state table {self.table_name} was laid out differently ({why}) from what this epoch needs; "
+                "run `ivm refresh --full` on the view to rebuild its state"
+            )
         if rows.rows == 0 and not ctx.full and after is not None:
             return
-        names = [*self.columns, WEIGHT] if self.layout == "zset" else list(self.columns)
+        names = [*self.columns, WEIGHT] if self.layout_kind == "zset" else list(self.columns)
         if rows.table is not None:
             table = rows.table.select([*names, BUCKET])
         else:
             table = to_arrow(rows.df.select(*[col(c) for c in names], col(BUCKET)))
-        if self.layout == "latest":
+        if self.layout_kind == "latest":
             table = table.append_column(EPOCH, pa.array([ctx.epoch.number] * table.num_rows, pa.int64()))
         delta.write_epoch(
             uri, self._clustered(table), epoch=ctx.epoch, after=after, mode="overwrite" if ctx.full else "append",
-            partition_by=[BUCKET], row_group_rows=ROW_GROUP_ROWS,
+            partition_by=[BUCKET], row_group_rows=ROW_GROUP_ROWS, metadata={LAYOUT_KEY: layout.to_json()},
         )
         ctx.stats["state_rows_written"] = ctx.stats.get("state_rows_written", 0) + table.num_rows
 
-    def compact(self, spark, root: str, buckets: int, *, max_files_per_bucket: int = 8) -> bool:
+    def compact(self, spark, root: str, *, max_files_per_bucket: int = 8) -> bool:
         """Fold the table back to its logical content once appends have left many small files.
 
         Appending keeps each epoch cheap but leaves one file per touched bucket per epoch;
         reads then open ever more files. The rewrite is one overwrite commit with the same
         logical content, so an interruption leaves either the old files or the new ones; it
         lands right after the version it read or not at all (another process moved the
-        table on: that one compacts next time). Returns whether it rewrote the table.
+        table on: that one compacts next time). Rows are re-bucketed exactly as the recorded
+        layout says (a join hashes both sides as one common type, which a table's own column
+        types do not tell). Returns whether it rewrote the table.
         """
         uri = self.uri(root)
-        if not delta.is_delta_table(uri):
-            return False
-        version = delta.latest_version(uri)
-        if delta.file_count(uri, version) <= max_files_per_bucket * buckets:
+        head = delta.head(uri)
+        layout = StateLayout.from_json(head[1][LAYOUT_KEY]) if head and head[1].get(LAYOUT_KEY) else None
+        if layout is None:
+            return False  # no table, or one whose layout is unknown (rebuilt by the next refresh)
+        version = head[0]
+        if delta.file_count(uri, version) <= max_files_per_bucket * layout.buckets:
             return False
         rows = self.current(delta.read_snapshot(spark, uri, version=version).drop(BUCKET))
         if self.alive_column:
             rows = rows.filter(col(self.alive_column) > 0)
-        names = [*self.columns, WEIGHT] if self.layout == "zset" else [*self.columns]
-        rows = with_bucket(rows, self.keys, buckets)
-        extra = [EPOCH] if self.layout == "latest" else []
+        names = [*self.columns, WEIGHT] if self.layout_kind == "zset" else [*self.columns]
+        rows = with_bucket(rows, self.keys, layout.buckets, layout.types())
+        extra = [EPOCH] if self.layout_kind == "latest" else []
         table = to_arrow(rows.select(*[col(c) for c in names], col(BUCKET), *[col(c) for c in extra]))
-        return delta.rewrite(uri, self._clustered(table), after=version, partition_by=[BUCKET], row_group_rows=ROW_GROUP_ROWS)
+        return delta.rewrite(
+            uri, self._clustered(table), after=version, partition_by=[BUCKET], row_group_rows=ROW_GROUP_ROWS,
+            metadata={LAYOUT_KEY: layout.to_json()},
+        )

@@ -1,0 +1,174 @@
+"""The state layout is recorded, and a state that no longer fits the plan is rebuilt, never
+misread.
+
+Both wrong answers this guards against were real: raising ``state_buckets`` between refreshes
+made lookups search the wrong buckets, and a join of a BIGINT key with a DECIMAL key lost a
+delete after compaction re-bucketed each side by its own type.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+from tests.conftest import assert_oracle
+
+from dataclasses import replace
+
+from ivm_assets.delta import tables as delta
+from ivm_assets.sql.incrementalize import fingerprint, operators
+from ivm_assets.state.arrangement import FORMAT, StateLayout
+from ivm_assets.state.progress import Progress
+
+
+def _progress(project, view: str) -> Progress:
+    return Progress(project.location(view).progress)
+
+
+def _root(project, view: str):
+    return project.compile([view])[view].root
+
+JOIN_AGG = """
+SELECT c.region, COUNT(*) AS n, SUM(o.amount) AS total
+FROM orders o JOIN customers c ON o.cust = c.id
+GROUP BY c.region
+"""
+
+
+def _shop(builder, *, cust_type=pa.int64()) -> None:
+    builder.source("orders", pa.table({
+        "id": pa.array(range(1, 41), pa.int64()),
+        "cust": pa.array([i % 8 for i in range(40)], cust_type),
+        "amount": pa.array([10 * i for i in range(40)], pa.int64()),
+    }))
+    builder.source("customers", pa.table({
+        "id": pa.array(range(8), pa.int64()), "region": pa.array(["n", "s", "e", "w"] * 2),
+    }))
+
+
+def _layouts(project, view: str) -> dict[str, StateLayout]:
+    root = project.location(view).state_root
+    out = {}
+    for op in operators(_root(project, view)):
+        for table in op.state_tables:
+            out[table.table_name] = table.recorded_layout(root)
+    return out
+
+
+def test_every_state_table_records_its_layout(builder):
+    _shop(builder)
+    builder.view("v", JOIN_AGG)
+    project = builder.load()
+    project.refresh()
+    layouts = _layouts(project, "v")
+    assert layouts and all(layout is not None for layout in layouts.values())
+    for layout in layouts.values():
+        assert layout.format == FORMAT and layout.buckets == 4
+    join_sides = [layout for name, layout in layouts.items() if name.startswith("join_")]
+    assert len(join_sides) == 2 and all(layout.hashes == ("bigint",) for layout in join_sides)
+    record = _progress(project, "v").last_committed()
+    assert record.payload["plan_fingerprint"] == fingerprint(_root(project, "v"), FORMAT)
+    assert set(record.payload["state_layouts"]) == set(layouts)
+
+
+def test_raising_state_buckets_rebuilds_with_the_reason(builder):
+    _shop(builder)
+    builder.view("v", JOIN_AGG)
+    builder.load().refresh()
+    delta.write(builder.uri("orders"), pa.table({"id": [41], "cust": [3], "amount": [5]}), mode="append")
+    delta.delete_rows(builder.uri("orders"), "id IN (2, 17, 33)")
+    config = (builder.root / "ivm.yaml").read_text().replace("state_buckets: 4", "state_buckets: 16")
+    (builder.root / "ivm.yaml").write_text(config)
+    from ivm_assets import IvmProject
+
+    project = IvmProject.load(builder.root, spark=builder.spark)
+    (result,) = project.refresh()
+    assert result.mode == "full" and result.reason == "state layout changed: buckets 4 → 16"
+    assert_oracle(project)
+    assert all(layout.buckets == 16 for layout in _layouts(project, "v").values())
+    delta.delete_rows(builder.uri("customers"), "id = 5")
+    (result,) = project.refresh()
+    assert result.mode == "incremental"
+    assert_oracle(project)
+
+
+def test_bigint_joined_with_decimal_survives_compaction(builder):
+    """The join hashes both sides as DOUBLE; compaction must re-bucket with that, not with
+    each side's own type, or a later delete misses its match."""
+    _shop(builder, cust_type=pa.decimal128(10, 0))
+    builder.view("v", JOIN_AGG)
+    project = builder.load()
+    project.refresh()
+    compacted = 0
+    # Enough small epochs to pass the compaction threshold (8 files per bucket, 4 buckets).
+    for i in range(36):
+        delta.write(
+            builder.uri("orders"),
+            pa.table({"id": pa.array([100 + i], pa.int64()), "cust": pa.array([i % 8], pa.decimal128(10, 0)),
+                      "amount": pa.array([i], pa.int64())}),
+            mode="append",
+        )
+        (result,) = project.refresh()
+        assert result.mode == "incremental"
+        compacted += result.stats.get("state_tables_compacted", 0)
+    assert compacted, "the test must reach a compaction"
+    layouts = _layouts(project, "v")
+    assert all(layout.hashes == ("double",) for name, layout in layouts.items() if name.startswith("join_"))
+    delta.delete_rows(builder.uri("orders"), "cust = 3")
+    delta.delete_rows(builder.uri("customers"), "id = 6")
+    (result,) = project.refresh()
+    assert result.mode == "incremental"
+    assert_oracle(project)
+
+
+def test_state_written_without_a_recorded_layout_is_rebuilt(builder):
+    """State from before layouts were recorded (format 1) is never trusted."""
+    _shop(builder)
+    builder.view("v", JOIN_AGG)
+    project = builder.load()
+    project.refresh()
+    root = project.location("v").state_root
+    table = next(op.state_tables[0] for op in operators(_root(project, "v")) if op.state_tables)
+    uri = table.uri(root)
+    head = delta.head(uri)
+    # A commit without the layout, as the previous format wrote them.
+    delta.write_epoch(uri, delta.read_small(uri).slice(0, 0), epoch=delta.Epoch("other", 1, {}), after=head[0], mode="append")
+    delta.write(builder.uri("orders"), pa.table({"id": [41], "cust": [3], "amount": [5]}), mode="append")
+    (result,) = project.refresh()
+    assert result.mode == "full" and result.reason.startswith("state format changed: 1 → 2")
+    assert_oracle(project)
+
+
+def test_a_changed_plan_rebuilds_and_removes_stale_state(builder):
+    _shop(builder)
+    builder.view("v", JOIN_AGG)
+    project = builder.load()
+    project.refresh()
+    progress = _progress(project, "v")
+    state = progress.read()
+    record = state.committed
+    assert record.payload["plan_fingerprint"]
+    stale = project.location("v").state_root + "/join_00000000_left"
+    delta.create_table(stale, pa.table({"x": [1]}))
+    # What an engine upgrade looks like to the next refresh: the recorded fingerprint differs.
+    progress.commit(state, committed=replace(record, payload={**record.payload, "plan_fingerprint": "0" * 16}))
+    delta.write(builder.uri("orders"), pa.table({"id": [41], "cust": [3], "amount": [5]}), mode="append")
+    (result,) = project.refresh()
+    assert result.mode == "full" and result.reason.startswith("operator plan changed")
+    assert result.stats["stale_state_tables_removed"] == 1 and not delta.is_delta_table(stale)
+    assert_oracle(project)
+
+
+def test_operator_ids_name_the_computation(spark):
+    """Same SQL → same ids and fingerprint; a different subtree → a different id, so it
+    never reads another computation's state."""
+    from ivm_assets.sql.plan import Filter, Plan, Scan
+    from ivm_assets.sql.incrementalize import incrementalize
+
+    a = incrementalize(Plan(Filter(Scan("t", ("a",), ("x",)), "`x` > 1"), ("a",)))
+    b = incrementalize(Plan(Filter(Scan("t", ("a",), ("x",)), "`x` > 1"), ("a",)))
+    c = incrementalize(Plan(Filter(Scan("t", ("a",), ("x",)), "`x` > 2"), ("a",)))
+    assert a.id == b.id and fingerprint(a, FORMAT) == fingerprint(b, FORMAT)
+    assert a.id != c.id and fingerprint(a, FORMAT) != fingerprint(c, FORMAT)
+    assert a.inputs[0].id == c.inputs[0].id  # the shared scan keeps its id
+    assert json.loads(StateLayout(FORMAT, "zset", 4, ("k",), ("k", "v"), ("own",)).to_json())["buckets"] == 4
