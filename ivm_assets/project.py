@@ -20,6 +20,7 @@ from pyspark.sql import types as T
 from ivm_assets.config import ProjectConfig, ViewSettings, load_config
 from ivm_assets.delta import tables as delta
 from ivm_assets.engine.compile import CompiledView, ViewDefinition, compile_view
+from ivm_assets.engine.cost import estimate
 from ivm_assets.engine.explain import explain_view
 from ivm_assets.engine.refresh import RefreshResult, ViewLocation, refresh_view
 from ivm_assets.errors import ConfigError, SourceError, SqlError, ViewCycleError
@@ -244,7 +245,15 @@ class IvmProject:
     def explain(self, view: str) -> str:
         """The view's incremental dataflow: operators, state tables, per-construct status."""
         compiled = self.compile([view])[view]
-        return explain_view(compiled, self.location(view))
+        where = self.location(view)
+        last = Progress(where.progress).last_committed()
+        pending = None
+        if last is not None and compiled.root is not None:
+            ranges = {
+                name: (s["to"], delta.latest_version(self.relation_uri(name))) for name, s in last.payload["sources"].items()
+            }
+            pending = estimate({name: self.relation_uri(name) for name in ranges}, ranges)
+        return explain_view(compiled, where, pending)
 
     def status(self) -> list[ViewStatus]:
         """Per view: last epoch, its mode and reason, and which sources moved since."""

@@ -43,6 +43,8 @@ def materialize_result(project: IvmProject, result: RefreshResult, spec: dg.Asse
     if result.reason:
         # Markdown wraps in the UI; a plain text value is cut at the column's width.
         metadata["ivm/reason"] = dg.MetadataValue.md(result.reason)
+    if result.cost:
+        metadata["ivm/cost"] = dg.MetadataValue.md(result.cost)
     columns = None
     if delta.is_delta_table(where.output):
         version = delta.latest_version(where.output)

@@ -135,15 +135,54 @@ def holds_epoch(uri: str, epoch: Epoch) -> bool:
     return done is not None and done >= epoch.number
 
 
+def _history_since(uri: str, after: int) -> list[dict]:
+    """Commit infos of the versions after ``after`` (only those are read from the log)."""
+    dt = open_table(uri)
+    return dt.history(max(dt.version() - after, 1))
+
+
 def operations_between(uri: str, after: int, upto: int) -> list[tuple[int, str, dict]]:
     """(version, operation, operationParameters) of each commit in (after, upto]."""
-    dt = open_table(uri)
     out = []
-    for entry in dt.history():
+    for entry in _history_since(uri, after):
         version = entry.get("version")
         if version is not None and after < version <= upto:
             out.append((version, str(entry.get("operation", "")), entry.get("operationParameters") or {}))
     return sorted(out)
+
+
+# Rows a commit changed, per operation, from its metrics (delta-rs' names and Delta/Spark's);
+# an update counts twice, as the change feed carries its pre- and post-image. Operations
+# not listed (OPTIMIZE, VACUUM, properties, columns) change no rows.
+_CHANGED_ROWS = {
+    "WRITE": {"num_added_rows": 1, "numOutputRows": 1},
+    "CREATE TABLE": {"num_added_rows": 1, "numOutputRows": 1},
+    "DELETE": {"num_deleted_rows": 1, "numDeletedRows": 1},
+    "UPDATE": {"num_updated_rows": 2, "numUpdatedRows": 2},
+    "MERGE": {
+        "num_target_rows_inserted": 1, "num_target_rows_deleted": 1, "num_target_rows_updated": 2,
+        "numTargetRowsInserted": 1, "numTargetRowsDeleted": 1, "numTargetRowsUpdated": 2,
+    },
+}
+
+
+def change_rows_between(uri: str, after: int, upto: int) -> int | None:
+    """Rows the commits in (after, upto] inserted, deleted or updated (updates twice), from
+    their operation metrics; None when a commit that changes rows carries none."""
+    total = 0
+    for entry in _history_since(uri, after):
+        version = entry.get("version")
+        if version is None or not after < version <= upto:
+            continue
+        names = _CHANGED_ROWS.get(str(entry.get("operation", "")))
+        if names is None:
+            continue
+        metrics = entry.get("operationMetrics") or {}
+        found = [weight * int(metrics[name]) for name, weight in names.items() if name in metrics]
+        if not found:
+            return None
+        total += sum(found)
+    return total
 
 
 # --- reads --------------------------------------------------------------------------------

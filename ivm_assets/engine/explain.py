@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from ivm_assets.engine.compile import CompiledView
+from ivm_assets.engine.cost import CostEstimate
 from ivm_assets.engine.refresh import ViewLocation
 from ivm_assets.operators.base import Operator
 
 
-def explain_view(view: CompiledView, where: ViewLocation) -> str:
-    """Operators (with their rule on changes), their state tables, and what is not incremental."""
+def explain_view(view: CompiledView, where: ViewLocation, pending: CostEstimate | None = None) -> str:
+    """Operators (with their rule on changes), their state tables, what is not incremental,
+    and the cost model's estimate for the changes ``pending`` since the last refresh."""
     d = view.definition
     lines = [
         f"view {d.name}  ({d.file})",
@@ -24,6 +26,8 @@ def explain_view(view: CompiledView, where: ViewLocation) -> str:
     lines.append("  maintained by: INCREMENTAL dataflow")
     if d.settings.refresh == "full":
         lines.append("    (but `refresh: full` is set: every refresh recomputes)")
+    if pending is not None:
+        lines.append(f"  next refresh: {pending.describe()}")
     lines.append("  operators:")
     _tree(view.root, where, lines, depth=2)
     return "\n".join(lines)

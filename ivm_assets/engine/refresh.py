@@ -22,6 +22,7 @@ from ivm_assets.delta.tables import WEIGHT, Epoch
 from ivm_assets.engine import changes as cdc
 from ivm_assets.engine import output
 from ivm_assets.engine.compile import CompiledView
+from ivm_assets.engine.cost import estimate
 from ivm_assets.errors import CommitConflictError, RefreshError
 from ivm_assets.operators.base import EpochContext, materialize
 from ivm_assets.spark.session import tuned_for
@@ -45,6 +46,8 @@ class RefreshResult:
     duration_s: float
     output_version: int | None = None
     stats: dict[str, int] = field(default_factory=dict)
+    # The cost model's estimate before the epoch (None when the mode was forced otherwise).
+    cost: str | None = None
 
     def summary(self) -> str:
         ranges = ", ".join(f"{s} {a if a is not None else '∅'}→{b}" for s, (a, b) in self.source_versions.items())
@@ -120,7 +123,7 @@ def refresh_view(
     sources = {s: (r["from"], r["to"]) for s, r in record.payload["sources"].items()}
     return RefreshResult(
         view.name, record.mode, record.reason, record.epoch, sources, stats.get("rows_in", 0), stats.get("rows_out", 0),
-        time.perf_counter() - began, out_version, stats,
+        time.perf_counter() - began, out_version, stats, (record.payload.get("cost") or {}).get("text"),
     )
 
 
@@ -158,6 +161,11 @@ def _plan_epoch(
     problem = _source_problem(last, sources, relations) if last else None
     state_versions, state_layouts, state_problem = _state_tables(view, where, last, buckets)
     reason = _full_reason(view, where, last, problem, full) or state_problem
+    cost = None
+    if reason is None:
+        cost = estimate(relations, {name: (s["from"], s["to"]) for name, s in sources.items()})
+        if cost.recompute_is_cheaper() and view.definition.settings.refresh == "auto":
+            reason = cost.describe()
     mode = "full" if reason else "incremental"
     if problem and view.definition.settings.refresh == "incremental" and not full:
         raise RefreshError(
@@ -171,6 +179,7 @@ def _plan_epoch(
         "plan_fingerprint": fingerprint(view.root, FORMAT) if view.root is not None else None,
         "output_version": delta.latest_version(where.output) if delta.is_delta_table(where.output) else None,
         "sql_hash": view.definition.sql_hash,
+        "cost": {**cost.to_json(), "text": cost.describe()} if cost else None,
     }
     number = state.latest.epoch + 1 if state.latest else 1
     return EpochRecord(number, "started", mode, reason, payload, now())
