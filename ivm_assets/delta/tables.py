@@ -241,14 +241,16 @@ def _read_files(spark: SparkSession, dt: DeltaTable, files: list[str]) -> DataFr
     return reader.parquet(*files).select(*[F.col(f"`{f.name}`") for f in target.fields])
 
 
-def read_changes(uri: str, *, after: int, upto: int) -> pa.Table:
-    """The change data feed of versions (after, upto] as a z-set: the columns plus ``__w``.
+def read_changes(uri: str, *, after: int, upto: int, columns: list[str] | None = None) -> pa.Table:
+    """The change data feed of versions (after, upto] as a z-set: ``columns`` (all when None)
+    plus ``__w``.
 
     insert/update_postimage weigh +1, delete/update_preimage −1. Not consolidated.
     Raises DeltaError when the range cannot be read (CDF off, files vacuumed, …).
     """
     dt = open_table(uri)
-    table = normalize_table(_read_all(dt.load_cdf(starting_version=after + 1, ending_version=upto)))
+    wanted = [*columns, "_change_type"] if columns is not None else None
+    table = normalize_table(_read_all(dt.load_cdf(starting_version=after + 1, ending_version=upto, columns=wanted)))
     weights = pa.array([_CHANGE_WEIGHTS[t] for t in table.column("_change_type").to_pylist()], pa.int64())
     data_columns = [c for c in table.column_names if c not in _CDF_COLUMNS]
     return table.select(data_columns).append_column(WEIGHT, weights)

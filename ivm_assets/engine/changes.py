@@ -1,8 +1,14 @@
 """Change capture: can a source's change data feed be used for (from, to], and reading it.
 
 A range is refused (and the view falls back to full recompute, or fails under
-``refresh: incremental``) when the table went backwards, its schema changed, a commit in the
-range restored or overwrote it, or its change data feed is off.
+``refresh: incremental``) when the table went backwards, a column the view reads changed, a
+commit in the range restored or overwrote it, or its change data feed is off.
+
+Only the columns the view reads matter: a source gaining a column, or a column no scan of
+the view reads being retyped or dropped, keeps the refresh incremental, and the change sets
+are read with just the columns the view reads. The change data feed gives every row in the
+schema of the range's last version (a column added in the range is NULL in rows written
+before it).
 """
 
 from __future__ import annotations
@@ -15,46 +21,113 @@ from pyspark.sql import functions as F
 from ivm_assets.delta import tables as delta
 from ivm_assets.delta.tables import WEIGHT
 from ivm_assets.errors import RefreshError
+from ivm_assets.operators.base import Operator
+from ivm_assets.operators.linear import ScanOp
 from ivm_assets.spark.arrow import spark_schema, to_spark
+from ivm_assets.sql.incrementalize import operators
 
 _REWRITES = {"RESTORE": "restored", "CREATE OR REPLACE TABLE": "replaced", "CREATE OR REPLACE TABLE AS SELECT": "replaced"}
+# Commits that change a table's columns without writing rows (delta-rs' and Delta/Spark's
+# names): the columns read are checked at each of them, so that a column dropped and added
+# again within one range is not mistaken for an unchanged one.
+_COLUMN_OPERATIONS = {"ADD COLUMN", "ADD COLUMNS", "DROP COLUMNS", "RENAME COLUMN", "CHANGE COLUMN", "REPLACE COLUMNS"}
+
+
+def used_columns(root: Operator | None, relation: str) -> tuple[str, ...] | None:
+    """The columns of ``relation`` that the scans of the dataflow ``root`` read, in the
+    table's order of first use; None (every column) for a view recomputed in full.
+
+    >>> from ivm_assets.operators.linear import UnionAllOp
+    >>> scans = (ScanOp("s1", "orders", ("id", "amount"), ("id", "amount")), ScanOp("s2", "orders", ("cust",), ("c",)))
+    >>> used_columns(UnionAllOp("u", scans, ("id", "amount")), "orders")
+    ('id', 'amount', 'cust')
+    """
+    if root is None:
+        return None
+    found: dict[str, None] = {}
+    for op in operators(root):
+        if isinstance(op, ScanOp) and op.relation == relation:
+            found.update(dict.fromkeys(op.source_columns))
+    return tuple(found)
+
+
+def column_signature(uri: str, version: int, columns: tuple[str, ...] | None) -> dict[str, str]:
+    """Name → Spark SQL type of ``columns`` (all when None) in the table at ``version``;
+    a column the table does not have is left out."""
+    fields = spark_schema(delta.arrow_schema(uri, version)).fields
+    return {f.name: f.dataType.simpleString() for f in fields if columns is None or f.name in columns}
 
 
 def schema_signature(uri: str, version: int) -> str:
-    """A stable text form of the table's schema at ``version``."""
+    """The whole schema's text form: what epoch records held before column signatures."""
     return str(delta.arrow_schema(uri, version))
 
 
-def unusable_range(name: str, uri: str, after: int, upto: int, *, recorded_schema: str | None, schema_now: str) -> str | None:
+def column_change(name: str, recorded: dict[str, str], now: dict[str, str], version: int) -> str | None:
+    """Which column the view reads changed between a recorded signature and ``now`` (the
+    signature at ``version``), or None.
+
+    >>> column_change("orders", {"id": "bigint", "amount": "bigint"}, {"id": "bigint", "amount": "double"}, 7)
+    'column amount of source orders changed type: bigint → double'
+    >>> column_change("orders", {"id": "bigint", "amount": "bigint"}, {"id": "bigint"}, 7)
+    'column amount of source orders is gone at version 7 (dropped or renamed)'
+    """
+    for column, type_ in recorded.items():
+        if column not in now:
+            return f"column {column} of source {name} is gone at version {version} (dropped or renamed)"
+        if now[column] != type_:
+            return f"column {column} of source {name} changed type: {type_} → {now[column]}"
+    unrecorded = sorted(now.keys() - recorded.keys())
+    if unrecorded:
+        return f"column {unrecorded[0]} of source {name} is read now but was not recorded for the last epoch"
+    return None
+
+
+def unusable_range(
+    name: str, uri: str, after: int, upto: int, *, recorded_schema: dict[str, str] | str | None, schema_now: dict[str, str],
+    columns: tuple[str, ...] | None,
+) -> str | None:
     """Why the change feed of ``name`` for (after, upto] cannot be used, or None if it can.
 
-    ``schema_now`` is :func:`schema_signature` at ``upto`` (the caller has it already).
+    ``schema_now`` is :func:`column_signature` of ``columns`` at ``upto`` (the caller has it
+    already). A ``recorded_schema`` in the old form (the whole schema's text) must equal the
+    whole schema now.
     """
     if upto < after:
         return f"source {name} went back from version {after} to {upto} (re-created or restored)"
-    if recorded_schema is not None and schema_now != recorded_schema:
-        return f"schema of source {name} changed between versions {after} and {upto}"
+    if isinstance(recorded_schema, str):
+        if schema_signature(uri, upto) != recorded_schema:
+            return f"schema of source {name} changed between versions {after} and {upto}"
+    elif recorded_schema is not None and (why := column_change(name, recorded_schema, schema_now, upto)):
+        return why
     for version, operation, params in delta.operations_between(uri, after, upto):
         if operation in _REWRITES:
             return f"source {name} was {_REWRITES[operation]} at version {version}"
         if operation.startswith("WRITE") or operation.startswith("CREATE"):
             if str(params.get("mode", "")).lower() == "overwrite" and not params.get("predicate"):
                 return f"source {name} was overwritten at version {version}"
+        if operation in _COLUMN_OPERATIONS and isinstance(recorded_schema, dict):
+            if why := column_change(name, recorded_schema, column_signature(uri, version, columns), version):
+                return why
     if not delta.change_feed_enabled(uri, upto):
         return f"source {name} has no change data feed at version {upto} (set delta.enableChangeDataFeed=true)"
     return None
 
 
-def read_range(spark: SparkSession, name: str, uri: str, after: int, upto: int) -> tuple[DataFrame, int]:
-    """The change set of (after, upto] and its row count (read by delta-rs, small by nature).
+def read_range(
+    spark: SparkSession, name: str, uri: str, after: int, upto: int, *, columns: tuple[str, ...] | None = None
+) -> tuple[DataFrame, int]:
+    """The change set of (after, upto] with ``columns`` (all when None), and its row count
+    (read by delta-rs, small by nature).
 
     Raises RefreshError when the feed cannot be read.
     """
     if after == upto:
-        empty = delta.arrow_schema(uri, upto).append(pa.field(WEIGHT, pa.int64()))
-        return spark.createDataFrame([], spark_schema(empty)), 0
+        schema = delta.arrow_schema(uri, upto)
+        kept = [f for f in schema if columns is None or f.name in columns]
+        return spark.createDataFrame([], spark_schema(pa.schema([*kept, pa.field(WEIGHT, pa.int64())]))), 0
     try:
-        table = delta.read_changes(uri, after=after, upto=upto)
+        table = delta.read_changes(uri, after=after, upto=upto, columns=list(columns) if columns is not None else None)
     except (DeltaError, OSError, ValueError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise RefreshError(
@@ -64,6 +137,10 @@ def read_range(spark: SparkSession, name: str, uri: str, after: int, upto: int) 
     return to_spark(spark, table), table.num_rows
 
 
-def read_full(spark: SparkSession, uri: str, version: int) -> DataFrame:
-    """The snapshot at ``version`` as a change set of insertions (weight +1)."""
-    return delta.read_snapshot(spark, uri, version=version).withColumn(WEIGHT, F.lit(1).cast("bigint"))
+def read_full(spark: SparkSession, uri: str, version: int, *, columns: tuple[str, ...] | None = None) -> DataFrame:
+    """The snapshot at ``version`` with ``columns`` (all when None) as a change set of
+    insertions (weight +1)."""
+    snapshot = delta.read_snapshot(spark, uri, version=version)
+    if columns is not None:
+        snapshot = snapshot.select(*[F.col(f"`{c}`") for c in columns])
+    return snapshot.withColumn(WEIGHT, F.lit(1).cast("bigint"))

@@ -156,9 +156,11 @@ def _plan_epoch(
     sources: dict[str, dict] = {}
     for name, upto in _source_versions(view, relations).items():
         before = last["sources"].get(name) if last else None
-        sources[name] = {"from": before["to"] if before else None, "to": upto, "schema": cdc.schema_signature(relations[name], upto)}
+        # Only the columns the view reads are recorded and compared: other columns may change freely.
+        schema = cdc.column_signature(relations[name], upto, cdc.used_columns(view.root, name))
+        sources[name] = {"from": before["to"] if before else None, "to": upto, "schema": schema}
     # Checking the change feeds reads each source's history: done once, used twice.
-    problem = _source_problem(last, sources, relations) if last else None
+    problem = _source_problem(view, last, sources, relations) if last else None
     state_versions, state_layouts, state_problem = _state_tables(view, where, last, buckets)
     reason = _full_reason(view, where, last, problem, full) or state_problem
     cost = None
@@ -233,14 +235,15 @@ def _state_tables(view: CompiledView, where: ViewLocation, last: dict | None, bu
     return versions, layouts, problem
 
 
-def _source_problem(last: dict, sources: dict, relations: dict[str, str]) -> str | None:
+def _source_problem(view: CompiledView, last: dict, sources: dict, relations: dict[str, str]) -> str | None:
     """Why some source's change feed cannot carry this epoch (None if all can)."""
     for name, s in sources.items():
         before = last["sources"].get(name)
         if before is None:
             return f"new source {name}"
         why = cdc.unusable_range(
-            name, relations[name], s["from"], s["to"], recorded_schema=before.get("schema"), schema_now=s["schema"]
+            name, relations[name], s["from"], s["to"], recorded_schema=before.get("schema"), schema_now=s["schema"],
+            columns=cdc.used_columns(view.root, name),
         )
         if why:
             return why
@@ -253,11 +256,16 @@ def _run_epoch(
     sources = record.payload["sources"]
     stats: dict[str, int] = {}
     if record.mode == "full":
-        frames = {name: cdc.read_full(spark, relations[name], s["to"]) for name, s in sources.items()}
+        frames = {
+            name: cdc.read_full(spark, relations[name], s["to"], columns=cdc.used_columns(view.root, name))
+            for name, s in sources.items()
+        }
     else:
         frames = {}
         for name, s in sources.items():
-            frames[name], stats[f"rows_in.{name}"] = cdc.read_range(spark, name, relations[name], s["from"], s["to"])
+            frames[name], stats[f"rows_in.{name}"] = cdc.read_range(
+                spark, name, relations[name], s["from"], s["to"], columns=cdc.used_columns(view.root, name)
+            )
         stats["rows_in"] = sum(v for k, v in stats.items() if k.startswith("rows_in."))
     if view.root is None:
         return {**stats, **_recompute(spark, view, where, frames, epoch, record.payload["output_version"])}
