@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -46,9 +47,18 @@ class _Lowering:
         self.relations = {name.lower(): name for name in relations}
         self.columns = relations
         self.counter = itertools.count()
+        self.scans = itertools.count()
 
     def fresh(self, hint: str) -> str:
         return f"c{next(self.counter)}_{hint}"[:60]
+
+    def scan_names(self, columns: tuple[str, ...]) -> tuple[str, ...]:
+        """Names for one scan's columns: the scan's number and the column's name, without
+        the shared counter, so that columns a table gains or loses (and pruning then drops)
+        leave every other name of the plan, hence its state tables, as they were."""
+        n = next(self.scans)
+        names = (f"s{n}_{c}" for c in columns)
+        return tuple(x if len(x) <= 60 else f"{x[:51]}_{hashlib.sha256(x.encode()).hexdigest()[:8]}" for x in names)
 
     # --- queries ---------------------------------------------------------------------------
     def query(self, node: exp.Expression, ctes: dict[str, _Rel]) -> _Rel:
@@ -109,7 +119,7 @@ class _Lowering:
             if name in self.relations:
                 declared = self.relations[name]
                 cols = self.columns[declared]
-                fresh = tuple(self.fresh(c) for c in cols)
+                fresh = self.scan_names(cols)
                 scope.update({(alias, c.lower()): f for c, f in zip(cols, fresh)})
                 return Scan(declared, cols, fresh), alias
             raise LoweringError(f"unknown relation {name}")
