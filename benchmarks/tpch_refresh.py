@@ -3,36 +3,50 @@
 Generates TPC-H with tpchgen-cli, loads it into Delta source tables with the change data
 feed on, maintains the TPC-H queries in benchmarks/tpch/ as ivm_assets views, then applies
 TPC-H-style refresh batches (RF1 inserts new orders with their lineitems, RF2 deletes as
-many old ones) and times, per view and batch, ``project.refresh(views=[v])`` against
-recomputing the view's SQL over the new snapshots with Spark and writing it to Delta.
+many existing ones, a few customers, suppliers and parts are updated) and times, per view
+and batch, ``project.refresh(views=[v])`` against recomputing the view's SQL over the new
+snapshots with Spark (written to Delta) and with DuckDB (query only). Then times a one-row
+change per view on the warm session.
 
     python benchmarks/tpch_refresh.py --sf 0.1 [--batch-fraction 0.001] [--views q01,q03] [--repeats 3]
+        [--rf2 random|lowest] [--dim-updates 5] [--one-row-repeats 3]
 
-Results go to benchmarks/results/tpch_sf<SF>.md and .json; see benchmarks/README.md.
+Results go to benchmarks/results/tpch_sf<SF>_<rf2>.md and .json; see benchmarks/README.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import itertools
 import json
 import os
 import platform
+import random
 import shutil
 import statistics
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from importlib.metadata import version
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import sqlglot
 import yaml
+from deltalake import DeltaTable
+from sqlglot import exp
+
+try:  # the second peer; without it the "duckdb s" column says n/a
+    import duckdb
+except ImportError:  # pragma: no cover - duckdb is in the dev extra
+    duckdb = None
 
 HERE = Path(__file__).resolve().parent
 # Run from a checkout without installing the package: the repository root holds ivm_assets/.
@@ -42,8 +56,9 @@ from pyspark.sql import DataFrame, SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 from pyspark.sql import types as T  # noqa: E402
 
+import ivm_assets.delta.tables as delta_tables  # noqa: E402
 from ivm_assets import IvmProject, RefreshResult  # noqa: E402
-from ivm_assets.delta.tables import create_table, delete_rows, read_snapshot, write  # noqa: E402
+from ivm_assets.delta.tables import create_table, delete_rows, read_snapshot, update_rows, write  # noqa: E402
 from ivm_assets.errors import SourceError  # noqa: E402
 from ivm_assets.spark.arrow import normalize_schema  # noqa: E402
 from ivm_assets.spark.session import get_spark, stop_spark  # noqa: E402
@@ -106,13 +121,67 @@ def register_sources(spark: SparkSession, sources: dict[str, str]) -> None:
 
 
 # --- refresh batches ----------------------------------------------------------------------
+def _money(rng: random.Random) -> str:
+    """An account balance as TPC-H draws it: -999.99 to 9999.99."""
+    return f"CAST('{rng.randint(-99999, 999999) / 100:.2f}' AS DECIMAL(15,2))"
+
+
+SEGMENTS = ("AUTOMOBILE", "BUILDING", "FURNITURE", "HOUSEHOLD", "MACHINERY")
+TYPE_SYLLABLES = (
+    ("STANDARD", "SMALL", "MEDIUM", "LARGE", "ECONOMY", "PROMO"),
+    ("ANODIZED", "BURNISHED", "PLATED", "POLISHED", "BRUSHED"),
+    ("TIN", "NICKEL", "BRASS", "STEEL", "COPPER"),
+)
+
+
+@dataclass(frozen=True)
+class DimensionUpdate:
+    """Per batch, ``share`` × --dim-updates random rows of ``table`` get new values in ``columns``
+    (column → SQL literal drawn from the TPC-H domain), as one ``update_rows`` commit."""
+
+    table: str
+    key: str
+    share: float
+    columns: dict[str, Callable[[random.Random], str]]
+
+    def rows(self, dim_updates: int) -> int:
+        return max(1, round(dim_updates * self.share)) if dim_updates > 0 else 0
+
+
+DIMENSION_UPDATES = (
+    # c_mktsegment: Q3's filter; c_acctbal: a Q10 group column.
+    DimensionUpdate("customer", "c_custkey", 1.0, {"c_mktsegment": lambda r: f"'{r.choice(SEGMENTS)}'", "c_acctbal": _money}),
+    # s_acctbal: no view reads it (Q5 joins supplier): the change must leave every view alone.
+    DimensionUpdate("supplier", "s_suppkey", 1.0, {"s_acctbal": _money}),
+    # p_type: Q14's PROMO test; p_size: Q19's filter.
+    DimensionUpdate("part", "p_partkey", 0.4, {
+        "p_type": lambda r: "'" + " ".join(r.choice(s) for s in TYPE_SYLLABLES) + "'",
+        "p_size": lambda r: f"CAST({r.randint(1, 50)} AS INT)",
+    }),
+)
+
+
+def _column(uri: str, name: str) -> list[Any]:
+    """One column of a Delta table's latest snapshot, read with delta-rs (keys to sample from)."""
+    return DeltaTable(uri).to_pyarrow_dataset().to_table(columns=[name]).column(name).to_pylist()
+
+
+def _in_list(column: str, keys: Sequence[int]) -> str:
+    return f"{column} IN ({', '.join(str(k) for k in sorted(keys))})"
+
+
 @dataclass
 class RefreshBatches:
-    """TPC-H-style refresh pairs: RF1 inserts ``size`` new orders with their lineitems, RF2 deletes ``size`` old ones.
+    """TPC-H-style refresh batches, each as RF1, RF2 and dimension updates (four commits + one per dimension).
 
-    New orders copy randomly sampled existing orders (and their 1–7 lineitems) under fresh
-    keys above every key so far, so values follow the generated distributions. RF2 deletes
-    the ``size`` lowest order keys still present, as one key range per table.
+    RF1 inserts ``size`` new orders with their lineitems: copies of randomly sampled existing
+    orders (and their 1–7 lineitems) under fresh keys above every key so far, so values follow
+    the generated distributions. RF2 deletes ``size`` existing orders with their lineitems:
+    with ``rf2="lowest"`` the lowest keys still present, as one key range per table; with
+    ``rf2="random"`` orders drawn at random (seeded), so the keys are scattered over the whole
+    range. Then ``dim_updates`` customers (c_mktsegment, c_acctbal), as many suppliers
+    (s_acctbal) and 2/5 as many parts (p_type, p_size) chosen at random get new values drawn
+    from the TPC-H domains, through ``update_rows`` (delta-rs, like the other writes).
     """
 
     spark: SparkSession
@@ -120,11 +189,19 @@ class RefreshBatches:
     size: int
     next_key: int
     seed: int
+    rf2: str = "random"
+    dim_updates: int = 5
+    dim_keys: dict[str, list[int]] = field(default_factory=dict)
     applied: int = 0
+    rng: random.Random = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.rng = random.Random(self.seed)
 
     def apply(self) -> None:
         self._insert_orders()
         self._delete_orders()
+        self._update_dimensions()
         self.applied += 1
 
     def _insert_orders(self) -> None:
@@ -140,17 +217,87 @@ class RefreshBatches:
         self.next_key += picked.num_rows
 
     def _delete_orders(self) -> None:
-        orders = read_snapshot(self.spark, self.sources["orders"])
-        oldest = orders.select("o_orderkey").orderBy("o_orderkey").limit(self.size)
-        low, high = oldest.agg(F.min("o_orderkey"), F.max("o_orderkey")).first()
-        delete_rows(self.sources["orders"], f"o_orderkey >= {low} AND o_orderkey <= {high}")
-        delete_rows(self.sources["lineitem"], f"l_orderkey >= {low} AND l_orderkey <= {high}")
+        if self.rf2 == "lowest":
+            orders = read_snapshot(self.spark, self.sources["orders"])
+            oldest = orders.select("o_orderkey").orderBy("o_orderkey").limit(self.size)
+            low, high = oldest.agg(F.min("o_orderkey"), F.max("o_orderkey")).first()
+            delete_rows(self.sources["orders"], f"o_orderkey >= {low} AND o_orderkey <= {high}")
+            delete_rows(self.sources["lineitem"], f"l_orderkey >= {low} AND l_orderkey <= {high}")
+            return
+        existing = _column(self.sources["orders"], "o_orderkey")
+        keys = self.rng.sample(existing, min(self.size, len(existing)))
+        delete_rows(self.sources["orders"], _in_list("o_orderkey", keys))
+        delete_rows(self.sources["lineitem"], _in_list("l_orderkey", keys))
+
+    def _update_dimensions(self) -> None:
+        for dim in DIMENSION_UPDATES:
+            n = dim.rows(self.dim_updates)
+            if n == 0:
+                continue
+            if dim.table not in self.dim_keys:  # dimension keys never change: read them once
+                self.dim_keys[dim.table] = _column(self.sources[dim.table], dim.key)
+            keys = self.rng.sample(self.dim_keys[dim.table], min(n, len(self.dim_keys[dim.table])))
+            set_sql = {
+                column: f"CASE {dim.key} " + " ".join(f"WHEN {k} THEN {draw(self.rng)}" for k in keys) + f" ELSE {column} END"
+                for column, draw in dim.columns.items()
+            }
+            update_rows(self.sources[dim.table], set_sql=set_sql, predicate=_in_list(dim.key, keys))
+
+    def describe(self) -> str:
+        rf2 = "the lowest order keys (one key range)" if self.rf2 == "lowest" else "existing orders drawn at random (scattered keys)"
+        dims = ", ".join(f"{d.rows(self.dim_updates)} {d.table} rows ({', '.join(d.columns)})" for d in DIMENSION_UPDATES)
+        return (
+            f"RF1 inserts {self.size} orders with their lineitems; RF2 deletes {self.size} orders with their lineitems, "
+            f"{rf2}; " + (f"dimension updates: {dims}." if self.dim_updates > 0 else "no dimension updates.")
+        )
 
 
-def make_batches(spark: SparkSession, sources: dict[str, str], fraction: float, seed: int) -> RefreshBatches:
+def make_batches(
+    spark: SparkSession, sources: dict[str, str], fraction: float, seed: int, *, rf2: str = "random", dim_updates: int = 5
+) -> RefreshBatches:
     stats = read_snapshot(spark, sources["orders"]).agg(F.count("*"), F.max("o_orderkey")).first()
     size = max(1, round(stats[0] * fraction))
-    return RefreshBatches(spark, sources, size=size, next_key=stats[1] + 1, seed=seed)
+    return RefreshBatches(spark, sources, size=size, next_key=stats[1] + 1, seed=seed, rf2=rf2, dim_updates=dim_updates)
+
+
+@dataclass
+class OneRowChanges:
+    """One-row changes for the warm-session case: one new order line per change.
+
+    The line copies an existing line that contributes to the view being timed (found by
+    running the view's FROM and WHERE, its SELECT list replaced by the line's key), so the
+    change passes the view's filters and joins and reaches its output. The copy keeps its
+    order and gets line number 100, 101, … (TPC-H's are 1–7), one append to ``lineitem``.
+    """
+
+    spark: SparkSession
+    sources: dict[str, str]
+    seed: int
+    inserted: int = 0
+
+    def insert_for(self, sql: str) -> None:
+        register_sources(self.spark, self.sources)
+        lines = read_snapshot(self.spark, self.sources["lineitem"])
+        key = self.spark.sql(contributing_line_sql(sql, self.seed + self.inserted)).first()
+        if key is None:  # nothing passes the view's filter: any line will do
+            row = lines.orderBy(F.rand(self.seed + self.inserted)).limit(1)
+        else:
+            row = lines.where((F.col("l_orderkey") == key[0]) & (F.col("l_linenumber") == key[1])).limit(1)
+        table = row.toArrow()
+        index = table.schema.get_field_index("l_linenumber")
+        number = pa.array([100 + self.inserted] * table.num_rows, table.schema.field(index).type)
+        write(self.sources["lineitem"], table.set_column(index, table.schema.field(index), number), mode="append")
+        self.inserted += 1
+
+
+def contributing_line_sql(sql: str, seed: int) -> str:
+    """The view's query with its SELECT list replaced by ``l_orderkey, l_linenumber`` and no
+    GROUP BY: one line (drawn with ``seed``) among those the view aggregates."""
+    tree = sqlglot.parse_one(sql, read="spark")
+    tree.set("group", None)
+    tree.set("having", None)
+    tree = tree.select(exp.column("l_orderkey"), exp.column("l_linenumber"), append=False)
+    return tree.order_by(f"rand({seed})").limit(1).sql(dialect="spark")
 
 
 # --- measuring ----------------------------------------------------------------------------
@@ -225,10 +372,92 @@ def measure(fn: Callable[[], Any]) -> tuple[Any, Sample]:
     return out, Sample(seconds, rss.peak_mib)
 
 
+_groups = itertools.count()
+
+
+def _next_job_id(spark: SparkSession) -> int | None:
+    """The id the next Spark job will get (ids count up from 0 per SparkContext), or None
+    when the scheduler cannot be asked (Spark Connect, or another Spark version)."""
+    try:
+        return int(spark.sparkContext._jsc.sc().dagScheduler().nextJobId())
+    except Exception:
+        return None
+
+
+@dataclass
+class Work:
+    """Spark jobs and Delta commits one measured call made; None when they could not be counted."""
+
+    spark_jobs: int | None = None
+    group_jobs: int | None = None
+    commits: int | None = None
+
+    def jobs(self, stats: dict[str, Any] | None = None) -> int | None:
+        """All the jobs of the call: from the scheduler's job counter when it can be read; else
+        the jobs in the benchmark's job group plus those the engine counted in its own group
+        (``stats["spark_jobs"]``: a nested job group takes them out of the benchmark's)."""
+        if self.spark_jobs is not None:
+            return self.spark_jobs
+        if self.group_jobs is None:
+            return None
+        return self.group_jobs + int((stats or {}).get("spark_jobs", 0))
+
+
+@contextmanager
+def counting_work(spark: SparkSession) -> Iterator[Work]:
+    """Count the Spark jobs and the ivm_assets Delta commits made inside the block."""
+    work = Work()
+    commits_before = getattr(delta_tables, "_commits_done", None)  # the crash tests' commit counter
+    first = _next_job_id(spark)
+    group = f"tpch-bench-{next(_groups)}"
+    try:
+        sc = spark.sparkContext
+        sc.setJobGroup(group, "tpch benchmark", interruptOnCancel=False)
+    except Exception:  # Spark Connect: no SparkContext here
+        sc = None
+    try:
+        yield work
+    finally:
+        last = _next_job_id(spark)
+        if first is not None and last is not None:
+            work.spark_jobs = last - first
+        if sc is not None:
+            work.group_jobs = len(sc.statusTracker().getJobIdsForGroup(group))
+            sc.setLocalProperty("spark.jobGroup.id", None)
+        commits_after = getattr(delta_tables, "_commits_done", None)
+        if commits_before is not None and commits_after is not None:
+            work.commits = commits_after - commits_before
+
+
 def full_recompute(spark: SparkSession, sources: dict[str, str], sql: str, out_uri: str) -> None:
     """The baseline: the view's SQL over the latest snapshots, written whole to a Delta table."""
     register_sources(spark, sources)
     write(out_uri, spark.sql(sql), mode="overwrite")
+
+
+def duckdb_recompute(con: Any, sources: dict[str, str], sql: str) -> dict[str, Any]:
+    """The view's SQL run by DuckDB over the same snapshots, as ``seconds`` and ``rows`` (or ``error``).
+
+    Each source is a DuckDB view over the parquet files of its latest snapshot, as delta-rs
+    lists them (the sources have no deletion vectors or column mapping, so those files are
+    the snapshot). DuckDB reads them with its own parquet reader: registering delta-rs'
+    ``to_pyarrow_dataset()`` failed once ``update_rows`` had rewritten a file (no kernel for
+    string = string_view). Only the query is timed (to an Arrow table, not written
+    anywhere); listing the files is not.
+    """
+    if con is None:
+        return {"error": "duckdb is not installed"}
+    for name, uri in sources.items():
+        files = ", ".join("'" + f.replace("'", "''") + "'" for f in DeltaTable(uri).file_uris())
+        con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet([{files}], union_by_name = true)")
+    try:
+        start = time.perf_counter()
+        relation = con.sql(sql)
+        out = relation.to_arrow_table() if hasattr(relation, "to_arrow_table") else relation.arrow()
+        seconds = time.perf_counter() - start
+    except Exception as exc:  # a dialect difference is a result to report, not a crash
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    return {"seconds": seconds, "rows": out.num_rows}
 
 
 # --- correctness --------------------------------------------------------------------------
@@ -278,8 +507,12 @@ class ViewRun:
     sql: str
     build: Sample | None = None
     full: list[Sample] = field(default_factory=list)
+    full_jobs: list[int | None] = field(default_factory=list)
+    duckdb: list[dict[str, Any]] = field(default_factory=list)
     incremental: list[Sample] = field(default_factory=list)
     refreshes: list[dict[str, Any]] = field(default_factory=list)
+    one_row: list[Sample] = field(default_factory=list)
+    one_row_refreshes: list[dict[str, Any]] = field(default_factory=list)
     oracle: dict[str, Any] | None = None
     error: str | None = None
 
@@ -299,33 +532,81 @@ def engine_call(run: ViewRun, what: str, fn: Callable[[], Any]) -> Any:
         return None
 
 
+def timed_refresh(ctx: Context, run: ViewRun, what: str) -> tuple[dict[str, Any] | None, Sample]:
+    """One incremental refresh of the view, timed, with the jobs and commits it made."""
+    with counting_work(ctx.spark) as work:
+        result, sample = measure(lambda: engine_call(run, what, lambda: refresh_view(ctx.project, run.view)))
+    return (None if result is None else _result_fields(result, work)), sample
+
+
 def time_batch(ctx: Context, run: ViewRun, *, record: bool) -> None:
-    """Time the incremental refresh of the latest batch, then the full recompute over the same snapshots."""
-    result, incremental = measure(lambda: engine_call(run, "incremental refresh", lambda: refresh_view(ctx.project, run.view)))
-    if run.error:
+    """Time the incremental refresh of the latest batch, then the Spark and DuckDB recomputes over the same snapshots."""
+    refreshed, incremental = timed_refresh(ctx, run, "incremental refresh")
+    if refreshed is None:
         return
-    _, full = measure(lambda: full_recompute(ctx.spark, ctx.sources, run.sql, ctx.full_uri(run.view)))
+    with counting_work(ctx.spark) as work:
+        _, full = measure(lambda: full_recompute(ctx.spark, ctx.sources, run.sql, ctx.full_uri(run.view)))
+    duck = duckdb_recompute(ctx.duckdb, ctx.sources, run.sql)
     if record:
         run.incremental.append(incremental)
         run.full.append(full)
-        run.refreshes.append(_result_fields(result))
-    print(f"  {run.view}: incremental {incremental.seconds:.2f}s ({result.mode}) full {full.seconds:.2f}s", flush=True)
+        run.full_jobs.append(work.jobs())
+        run.duckdb.append(duck)
+        run.refreshes.append(refreshed)
+    duck_text = f"{duck['seconds']:.2f}s" if "seconds" in duck else f"n/a ({duck['error']})"
+    print(
+        f"  {run.view}: incremental {incremental.seconds:.2f}s ({refreshed['mode']}, {_fmt(refreshed['spark_jobs'])} jobs, "
+        f"{_fmt(refreshed['commits'])} commits) full {full.seconds:.2f}s duckdb {duck_text}; stats {_stats_text(refreshed['stats'])}",
+        flush=True,
+    )
 
 
-def _result_fields(result: RefreshResult) -> dict[str, Any]:
-    fields = ("mode", "reason", "source_versions", "rows_in", "rows_out", "duration_s")
-    return {name: getattr(result, name) for name in fields}
+def time_one_row(ctx: Context, run: ViewRun, changes: OneRowChanges, repeats: int) -> None:
+    """``repeats`` times: insert one order line that reaches the view, then time its refresh (warm session).
+
+    An untimed refresh first takes in the lines inserted for the views timed before, so each
+    timed refresh sees exactly one changed row.
+    """
+    if engine_call(run, "catch-up refresh", lambda: refresh_view(ctx.project, run.view)) is None:
+        return
+    for _ in range(repeats):
+        changes.insert_for(run.sql)
+        refreshed, sample = timed_refresh(ctx, run, "one-row refresh")
+        if refreshed is None:
+            return
+        run.one_row.append(sample)
+        run.one_row_refreshes.append(refreshed)
+        print(
+            f"  {run.view}: one row {sample.seconds:.2f}s ({refreshed['mode']}, {refreshed['rows_in']} rows in, "
+            f"{refreshed['rows_out']} out, {_fmt(refreshed['spark_jobs'])} jobs); stats {_stats_text(refreshed['stats'])}",
+            flush=True,
+        )
+
+
+def _result_fields(result: RefreshResult, work: Work) -> dict[str, Any]:
+    fields = ("mode", "reason", "source_versions", "rows_in", "rows_out", "duration_s", "stats")
+    out = {name: getattr(result, name, None) for name in fields}
+    out["stats"] = dict(out["stats"] or {})
+    out["cost"] = getattr(result, "cost", None)  # the cost model's estimate, where the engine gives one
+    out["spark_jobs"] = work.jobs(out["stats"])
+    out["commits"] = out["stats"].get("commits", work.commits)
+    return out
+
+
+def _stats_text(stats: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(stats.items()) if not k.startswith("rows_in.")) or "none"
 
 
 # --- the whole run ------------------------------------------------------------------------
 @dataclass
 class Context:
-    """One run's Spark session, fresh source tables, run folder and loaded project."""
+    """One run's Spark session, fresh source tables, run folder, loaded project and DuckDB connection."""
 
     spark: SparkSession
     sources: dict[str, str]
     run_dir: Path
     project: IvmProject
+    duckdb: Any = None
 
     def full_uri(self, view: str) -> str:
         return str(self.run_dir / "full" / view)
@@ -338,23 +619,34 @@ def prepare(spark: SparkSession, sf: float, views: list[str]) -> Context:
     shutil.rmtree(run_dir, ignore_errors=True)
     sources = create_sources(parquet_dir, run_dir / "sources")
     project_dir = write_project(run_dir / "project", sources, views)
-    return Context(spark, sources, run_dir, IvmProject.load(project_dir))
+    con = duckdb.connect() if duckdb is not None else None
+    return Context(spark, sources, run_dir, IvmProject.load(project_dir), con)
 
 
-def benchmark(ctx: Context, runs: list[ViewRun], batches: RefreshBatches, repeats: int) -> None:
-    """Full build, one untimed warm-up batch (JIT, caches), ``repeats`` timed batches, then the oracle."""
+def benchmark(ctx: Context, runs: list[ViewRun], batches: RefreshBatches, repeats: int, one_row_repeats: int) -> None:
+    """Full build, one untimed warm-up batch (JIT, caches), ``repeats`` timed batches, the
+    one-row changes, then the oracle."""
     print("initial full build", flush=True)
     for run in runs:
         result, run.build = measure(lambda: engine_call(run, "full build", lambda: refresh_view(ctx.project, run.view, full=True)))
         if result is not None:
             print(f"  {run.view}: {run.build.seconds:.2f}s ({result.mode}, {result.rows_out} rows out)", flush=True)
+    print(f"each batch: {batches.describe()}", flush=True)
     for batch in range(repeats + 1):
-        print(f"batch {batch + 1}/{repeats + 1}{' (warm-up, untimed)' if batch == 0 else ''}: "
-              f"RF1 + RF2 of {batches.size} orders", flush=True)
+        print(f"batch {batch + 1}/{repeats + 1}{' (warm-up, untimed)' if batch == 0 else ''}", flush=True)
         batches.apply()
         for run in runs:
             if not run.error:
                 time_batch(ctx, run, record=batch > 0)
+    if one_row_repeats > 0:
+        print(f"one-row changes: {one_row_repeats} per view, one new order line each", flush=True)
+        changes = OneRowChanges(ctx.spark, ctx.sources, seed=batches.seed)
+        for run in runs:
+            if not run.error:
+                time_one_row(ctx, run, changes, one_row_repeats)
+        for run in runs:  # untimed: take in the lines inserted for the views timed after this one
+            if not run.error:
+                engine_call(run, "catch-up refresh", lambda: refresh_view(ctx.project, run.view))
     print("oracle", flush=True)
     for run in runs:
         if not run.error:
@@ -363,47 +655,96 @@ def benchmark(ctx: Context, runs: list[ViewRun], batches: RefreshBatches, repeat
 
 
 # --- reporting ----------------------------------------------------------------------------
+def _median(values: Any) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def _fmt(value: Any, spec: str = "g") -> str:
+    return "n/a" if value is None else format(value, spec)
+
+
+# The engine's statistics shown per view, each under the first of its names present
+# (the names changed as the engine grew; "n/a" when none is).
+STAT_COLUMNS = {
+    "log_reads": ("delta_log_reads",),
+    "state_rows_read": ("state_rows_read",),
+    "state_bytes_read": ("state_bytes_read", "state_bytes_scanned"),
+}
+
+
+def _stat(refresh: dict[str, Any], names: Sequence[str]) -> Any:
+    return next((refresh["stats"][n] for n in names if n in refresh["stats"]), None)
+
+
 def summarize(run: ViewRun) -> dict[str, Any]:
-    """Medians over the timed batches; peaks are the highest of any batch."""
+    """Medians over the timed batches (and over the one-row changes); peaks are the highest of any batch."""
     if run.error or not run.incremental:
         return {"view": run.view, "error": run.error}
     full_s = statistics.median(s.seconds for s in run.full)
     incremental_s = statistics.median(s.seconds for s in run.incremental)
+    refreshes = run.refreshes
     return {
         "view": run.view,
-        "modes": sorted({r["mode"] for r in run.refreshes}),
+        "modes": sorted({r["mode"] for r in refreshes}),
         "build_s": run.build.seconds,
         "full_s": full_s,
+        "duckdb_s": _median(d.get("seconds") for d in run.duckdb),
         "incremental_s": incremental_s,
         "speedup": full_s / incremental_s,
-        "rows_in": statistics.median(r["rows_in"] for r in run.refreshes),
-        "rows_out": statistics.median(r["rows_out"] for r in run.refreshes),
+        "one_row_s": _median(s.seconds for s in run.one_row),
+        "one_row_modes": sorted({r["mode"] for r in run.one_row_refreshes}),
+        "spark_jobs": _median(r["spark_jobs"] for r in refreshes),
+        "full_spark_jobs": _median(run.full_jobs),
+        "one_row_spark_jobs": _median(r["spark_jobs"] for r in run.one_row_refreshes),
+        **{name: _median(_stat(r, keys) for r in refreshes) for name, keys in STAT_COLUMNS.items()},
+        "commits": _median(r["commits"] for r in refreshes),
+        "rows_in": statistics.median(r["rows_in"] for r in refreshes),
+        "rows_out": statistics.median(r["rows_out"] for r in refreshes),
         "peak_mib_full": max(s.peak_mib for s in run.full),
         "peak_mib_incremental": max(s.peak_mib for s in run.incremental),
+        "cost": refreshes[-1]["cost"],
         "oracle": "OK" if run.oracle["ok"] else "MISMATCH",
     }
 
 
-HEADER = ("view", "mode", "build s", "full s", "incr s", "speed-up", "rows in", "rows out", "peak MiB full", "peak MiB incr", "oracle")
+TIME_HEADER = ("view", "mode", "build s", "full s", "duckdb s", "incr s", "speed-up", "1-row s", "peak MiB full", "peak MiB incr", "oracle")
+WORK_HEADER = ("view", "spark jobs", "log reads", "state rows read", "state bytes read", "commits", "rows in", "rows out", "1-row jobs", "full jobs")
 
 
-def table_row(s: dict[str, Any]) -> list[str]:
+def time_row(s: dict[str, Any]) -> list[str]:
     if "full_s" not in s:
-        return [s["view"], "ERROR", *["—"] * (len(HEADER) - 2)]
+        return [s["view"], "ERROR", *["—"] * (len(TIME_HEADER) - 2)]
     return [
-        s["view"], "/".join(s["modes"]), f"{s['build_s']:.2f}", f"{s['full_s']:.2f}", f"{s['incremental_s']:.2f}",
-        f"{s['speedup']:.1f}×", f"{s['rows_in']:g}", f"{s['rows_out']:g}",
+        s["view"], "/".join(s["modes"]), f"{s['build_s']:.2f}", f"{s['full_s']:.2f}", _fmt(s["duckdb_s"], ".2f"),
+        f"{s['incremental_s']:.2f}", f"{s['speedup']:.1f}×", _fmt(s["one_row_s"], ".2f"),
         f"{s['peak_mib_full']:.0f}", f"{s['peak_mib_incremental']:.0f}", s["oracle"],
     ]
 
 
-def markdown_table(rows: list[list[str]]) -> str:
-    widths = [max(len(r[i]) for r in [list(HEADER), *rows]) for i in range(len(HEADER))]
+def work_row(s: dict[str, Any]) -> list[str]:
+    if "full_s" not in s:
+        return [s["view"], *["—"] * (len(WORK_HEADER) - 1)]
+    return [
+        s["view"], _fmt(s["spark_jobs"]), _fmt(s["log_reads"]), _fmt(s["state_rows_read"]), _fmt(s["state_bytes_read"]),
+        _fmt(s["commits"]), f"{s['rows_in']:g}", f"{s['rows_out']:g}", _fmt(s["one_row_spark_jobs"]), _fmt(s["full_spark_jobs"]),
+    ]
+
+
+def markdown_table(header: Sequence[str], rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in [list(header), *rows]) for i in range(len(header))]
 
     def line(cells: Sequence[str]) -> str:
         return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"
 
-    return "\n".join([line(HEADER), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, rows)])
+    return "\n".join([line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, rows)])
+
+
+def _version(package: str) -> str | None:
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return None
 
 
 def machine_info(spark: SparkSession) -> dict[str, Any]:
@@ -420,56 +761,80 @@ def machine_info(spark: SparkSession) -> dict[str, Any]:
         "spark": spark.version,
         "spark_driver_memory": spark.conf.get("spark.driver.memory"),
         "deltalake": version("deltalake"),
+        "duckdb": _version("duckdb"),
         # The machine may be shared: a load above the core count means the times are inflated.
         "load_average_at_end": [round(x, 1) for x in os.getloadavg()],
     }
 
 
 def notes(runs: list[ViewRun]) -> list[str]:
-    """Engine errors, non-incremental refreshes and oracle mismatches, spelled out under the table."""
+    """Engine errors, non-incremental refreshes, DuckDB failures and oracle mismatches, spelled out under the tables."""
     out = []
     for run in runs:
         if run.error:
             out.append(f"{run.view}: engine error — {run.error}")
-        for reason in sorted({r["reason"] for r in run.refreshes if r["mode"] != "incremental"}, key=str):
-            out.append(f"{run.view}: refreshed in full, not incrementally — {reason}")
+        for what, refreshes in (("refreshed", run.refreshes), ("one-row change refreshed", run.one_row_refreshes)):
+            for reason in sorted({r["reason"] for r in refreshes if r["mode"] != "incremental"}, key=str):
+                out.append(f"{run.view}: {what} in full, not incrementally — {reason}")
+        for error in sorted({d["error"] for d in run.duckdb if "error" in d}):
+            out.append(f"{run.view}: DuckDB could not run the SQL — {error}")
         if run.oracle and not run.oracle["ok"]:
             out.append(f"{run.view}: oracle MISMATCH — {run.oracle}")
     return out
 
 
 def report(args: argparse.Namespace, ctx: Context, runs: list[ViewRun], batches: RefreshBatches) -> None:
-    """Print the table and save it as benchmarks/results/tpch_sf<SF>.md and .json."""
+    """Print the tables and save them as benchmarks/results/tpch_sf<SF>_<rf2>.md and .json."""
     summaries = [summarize(run) for run in runs]
-    table = markdown_table([table_row(s) for s in summaries])
     meta = {
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "sf": args.sf,
         "batch_fraction": args.batch_fraction,
         "orders_per_batch": batches.size,
+        "rf2": args.rf2,
+        "dim_updates": args.dim_updates,
+        "dimension_rows_per_batch": {d.table: d.rows(args.dim_updates) for d in DIMENSION_UPDATES},
+        "batch": batches.describe(),
         "repeats": args.repeats,
+        "one_row_repeats": args.one_row_repeats,
+        "seed": args.seed,
         "machine": machine_info(ctx.spark),
     }
     machine = meta["machine"]
     lines = [
-        f"# TPC-H refresh benchmark, SF {args.sf:g}",
+        f"# TPC-H refresh benchmark, SF {args.sf:g}, RF2 {args.rf2}",
         "",
         f"{meta['date']} · {machine['cores']} cores ({machine['cpu']}), {machine['memory_gib']} GiB · "
-        f"Spark {machine['spark']} (driver {machine['spark_driver_memory']}), deltalake {machine['deltalake']} · "
+        f"Spark {machine['spark']} (driver {machine['spark_driver_memory']}), deltalake {machine['deltalake']}, "
+        f"duckdb {machine['duckdb'] or 'not installed'} · "
         f"load average at the end (1/5/15 min): {' / '.join(map(str, machine['load_average_at_end']))}",
         "",
-        f"Each batch: RF1 inserts {batches.size} orders with their lineitems, RF2 deletes {batches.size} "
-        f"(batch fraction {args.batch_fraction:g}). Times are medians of {args.repeats} batches; "
-        "peak MiB is the RSS of Python + Spark JVM, highest over the batches.",
+        f"Options: `--sf {args.sf:g} --batch-fraction {args.batch_fraction:g} --rf2 {args.rf2} --dim-updates {args.dim_updates} "
+        f"--repeats {args.repeats} --one-row-repeats {args.one_row_repeats} --seed {args.seed}`.",
         "",
-        table,
+        f"Each batch: {batches.describe()} Times are medians of {args.repeats} batches; *full s* is Spark "
+        "recomputing the view's SQL over the snapshots and writing it to Delta, *duckdb s* DuckDB running the same SQL "
+        "over the same snapshots (query only, no write); *1-row s* is the median refresh after a one-line insert that "
+        f"reaches the view ({args.one_row_repeats} per view, warm session). Peak MiB is the RSS of Python + Spark JVM, "
+        "highest over the batches.",
+        "",
+        markdown_table(TIME_HEADER, [time_row(s) for s in summaries]),
+        "",
+        "Per incremental refresh (medians over the batches): Spark jobs started by the whole `project.refresh` call, "
+        "the engine's Delta log reads and state reads (from `RefreshResult.stats`; n/a where it does not report them), "
+        "commits, change rows in and out; *1-row jobs* for the one-row refreshes, *full jobs* for the Spark recompute.",
+        "",
+        markdown_table(WORK_HEADER, [work_row(s) for s in summaries]),
     ]
+    costs = [f"- {s['view']}: {s['cost'] if s.get('cost') else 'n/a'}" for s in summaries if "full_s" in s]
+    if costs:
+        lines += ["", "Cost model's estimate at the last batch (`RefreshResult.cost`):", "", *costs]
     problems = notes(runs)
     if problems:
         lines += ["", "Notes:", "", *(f"- {n}" for n in problems)]
     print("\n" + "\n".join(lines))
     RESULTS_DIR.mkdir(exist_ok=True)
-    stem = f"tpch_sf{args.sf:g}"  # not Path.with_suffix: "sf0.1" already has a suffix
+    stem = f"tpch_sf{args.sf:g}_{args.rf2}"  # not Path.with_suffix: "sf0.1" already has a suffix
     (RESULTS_DIR / f"{stem}.md").write_text("\n".join(lines) + "\n")
     detail = {**meta, "views": summaries, "runs": [asdict(run) for run in runs]}
     (RESULTS_DIR / f"{stem}.json").write_text(json.dumps(detail, indent=2, default=str) + "\n")
@@ -482,12 +847,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--batch-fraction", type=float, default=0.001, help="orders per RF1/RF2 batch, as a fraction of all orders")
     parser.add_argument("--views", default=",".join(VIEWS), help=f"comma-separated subset of {','.join(VIEWS)}")
     parser.add_argument("--repeats", type=int, default=3, help="timed batches; times reported are their median")
-    parser.add_argument("--seed", type=int, default=42, help="seed for sampling the orders RF1 copies")
+    parser.add_argument("--seed", type=int, default=42, help="seed for the orders RF1 copies, RF2 deletes and the rows updated")
+    parser.add_argument("--rf2", choices=("random", "lowest"), default="random",
+                        help="orders RF2 deletes: drawn at random (scattered keys, default) or the lowest keys (one range)")
+    parser.add_argument("--dim-updates", type=int, default=5,
+                        help="customers and suppliers updated per batch (parts: 2/5 as many); 0 disables (default 5)")
+    parser.add_argument("--one-row-repeats", type=int, default=3,
+                        help="one-row changes timed per view after the batches (median reported); 0 disables (default 3)")
     args = parser.parse_args(argv)
     args.views = [v.strip() for v in args.views.split(",") if v.strip()]
     unknown = sorted(set(args.views) - set(VIEWS))
     if unknown:
         parser.error(f"unknown views {unknown}; choose from {', '.join(VIEWS)}")
+    if args.dim_updates < 0 or args.one_row_repeats < 0:
+        parser.error("--dim-updates and --one-row-repeats must be 0 or more")
     return args
 
 
@@ -497,8 +870,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         ctx = prepare(spark, args.sf, args.views)
         runs = [ViewRun(v, (SQL_DIR / f"{v}.sql").read_text()) for v in args.views]
-        batches = make_batches(spark, ctx.sources, args.batch_fraction, args.seed)
-        benchmark(ctx, runs, batches, args.repeats)
+        batches = make_batches(spark, ctx.sources, args.batch_fraction, args.seed, rf2=args.rf2, dim_updates=args.dim_updates)
+        benchmark(ctx, runs, batches, args.repeats, args.one_row_repeats)
         report(args, ctx, runs, batches)
     finally:
         stop_spark()
