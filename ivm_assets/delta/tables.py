@@ -22,6 +22,8 @@ from collections.abc import Callable
 from typing import Literal
 
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, Transaction, WriterProperties, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 from pyspark.sql import DataFrame, SparkSession
@@ -89,8 +91,15 @@ def is_delta_table(uri: str) -> bool:
     return DeltaTable.is_deltatable(uri)
 
 
+# Delta logs opened by this process (each open replays the log from its last checkpoint):
+# refresh statistics report how many one refresh made.
+log_reads = 0
+
+
 def open_table(uri: str, version: int | None = None) -> DeltaTable:
     """The table at ``uri`` (at ``version``), or a SourceError saying what is there instead."""
+    global log_reads
+    log_reads += 1
     try:
         return DeltaTable(uri, version=version)
     except TableNotFoundError as exc:
@@ -123,7 +132,7 @@ def transaction_version(uri: str, app_id: str) -> int | None:
     """The last epoch of ``app_id`` committed to the table, or None (also when no table)."""
     if not is_delta_table(uri):
         return None
-    return DeltaTable(uri).transaction_version(app_id)
+    return open_table(uri).transaction_version(app_id)
 
 
 def holds_epoch(uri: str, epoch: Epoch) -> bool:
@@ -210,9 +219,99 @@ def read_snapshot_sized(
 ) -> tuple[DataFrame, int]:
     """:func:`read_snapshot`, plus the bytes of the files it reads (remote files count as large),
     from one listing of the log."""
+    snap = snapshot_files(uri, version=version, partition_filters=partition_filters)
+    return _read_files(spark, snap.table, snap.files), snap.bytes
+
+
+@dataclass(frozen=True)
+class SnapshotFiles:
+    """The data files of a table version (pruned by partition), and their size."""
+
+    table: DeltaTable
+    files: list[str]
+    bytes: int
+
+    @property
+    def plain_local_parquet(self) -> bool:
+        """Local files a parquet reader can read as they are (no deletion vectors, no
+        column mapping): what :func:`read_files_arrow` needs."""
+        features = set(self.table.protocol().reader_features or [])
+        return not features & {"deletionVectors", "columnMapping"} and all("://" not in f or f.startswith("file://") for f in self.files)
+
+
+def snapshot_files(
+    uri: str, *, version: int | None = None, partition_filters: list[tuple[str, str, object]] | None = None
+) -> SnapshotFiles:
     dt = open_table(uri, version)
     files = _files(dt, partition_filters)
-    return _read_files(spark, dt, files), _files_bytes(files)
+    return SnapshotFiles(dt, files, _files_bytes(files))
+
+
+def read_files_arrow(
+    snap: SnapshotFiles, *, key: str | None = None, values: pa.Array | pa.ChunkedArray | None = None
+) -> pa.Table:
+    """The rows of ``snap``'s files, read on the driver by pyarrow, without partition columns;
+    with ``key``, only rows whose ``key`` is in ``values`` (a NULL in ``values`` keeps NULL keys).
+
+    For small, selective reads: no Spark job, no Spark file index. Row groups whose min/max
+    statistics exclude every value are skipped. Each file is read as it is and cast to the
+    table's schema (files written at different times may hold string_view or string).
+    """
+    partitions = set(snap.table.metadata().partition_columns)
+    schema = pa.schema([f for f in normalize_schema_of(snap.table) if f.name not in partitions])
+    present = low = high = None
+    keep_nulls = False
+    if key is not None and values is not None:
+        values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+        keep_nulls = values.null_count > 0
+        present = pa.array(pc.drop_null(values).to_pylist(), schema.field(key).type)
+        if len(present):
+            low, high = (v.as_py() for v in pc.min_max(present).values())
+    parts = [schema.empty_table()]
+    for path in snap.files:
+        parquet = pq.ParquetFile(path.removeprefix("file://"))
+        for group in range(parquet.num_row_groups):
+            if present is not None and _skips(parquet.metadata.row_group(group), key, low, high, keep_nulls):
+                continue
+            rows = _conform(parquet.read_row_group(group), schema)
+            if present is not None:
+                wanted = pc.is_in(rows.column(key), value_set=present)
+                if keep_nulls:
+                    wanted = pc.or_kleene(wanted, pc.is_null(rows.column(key)))
+                rows = rows.filter(wanted)
+            parts.append(rows)
+    return pa.concat_tables(parts)
+
+
+def _skips(group, key: str, low, high, keep_nulls: bool) -> bool:
+    """Whether row group statistics prove no row of ``group`` has a ``key`` in [low, high]
+    (or, with ``keep_nulls``, a NULL key)."""
+    for i in range(group.num_columns):
+        column = group.column(i)
+        if column.path_in_schema != key:
+            continue
+        stats = column.statistics
+        if stats is None or not stats.has_min_max:
+            return False
+        if keep_nulls and (stats.null_count is None or stats.null_count > 0):
+            return False
+        if low is None:
+            return True  # only NULLs wanted, and none here
+        try:
+            return stats.max < low or stats.min > high
+        except TypeError:
+            return False
+    return False
+
+
+def _conform(rows: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``rows`` with exactly ``schema``'s columns and types (missing columns as NULLs)."""
+    rows = normalize_table(rows)
+    names = set(rows.column_names)
+    return pa.table(
+        [rows.column(f.name).cast(f.type) if f.name in names else pa.nulls(rows.num_rows, f.type) for f in schema],
+        schema=schema,
+    )
 
 
 def _files(dt: DeltaTable, partition_filters: list[tuple[str, str, object]] | None) -> list[str]:
@@ -249,7 +348,8 @@ def read_changes(uri: str, *, after: int, upto: int, columns: list[str] | None =
     Raises DeltaError when the range cannot be read (CDF off, files vacuumed, …).
     """
     dt = open_table(uri)
-    wanted = [*columns, "_change_type"] if columns is not None else None
+    # delta-rs parses these as SQL identifiers: quoted, so `Order` or `b c` are names, not syntax.
+    wanted = [*('"' + c.replace('"', '""') + '"' for c in columns), "_change_type"] if columns is not None else None
     table = normalize_table(_read_all(dt.load_cdf(starting_version=after + 1, ending_version=upto, columns=wanted)))
     weights = pa.array([_CHANGE_WEIGHTS[t] for t in table.column("_change_type").to_pylist()], pa.int64())
     data_columns = [c for c in table.column_names if c not in _CDF_COLUMNS]

@@ -3,7 +3,8 @@
 A full refresh overwrites the table with every row repeated by its weight. An incremental
 refresh computes, for each distinct row whose multiplicity changes, its count before (read
 from the output as of the epoch's start, only for rows that lose copies) and after, then
-replaces all copies of that row by the right number in one MERGE.
+replaces all copies of that row by the right number in one MERGE. For a small change to a
+small output that computation runs with Arrow on the driver; otherwise Spark does it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pyspark.sql import types as T
 from ivm_assets.delta import tables as delta
 from ivm_assets.delta.tables import WEIGHT, Epoch
 from ivm_assets.operators.base import Batch, col, consolidate, null_safe_match
-from ivm_assets.state.arrangement import LARGE_READ_BYTES
+from ivm_assets.state.arrangement import DRIVER_READ_BYTES, LARGE_READ_BYTES
 from ivm_assets.spark.arrow import to_arrow
 
 _OP, _COPY = "__ivm_op", "__ivm_copy"
@@ -50,6 +51,13 @@ def apply_change(uri: str, change: Batch, schema: T.StructType, epoch: Epoch, *,
     """Apply a consolidated change set (view columns + ``__w``) to the output table as it
     was at ``output_version`` (the commit lands right after it)."""
     names = list(schema.names)
+    if change.table is not None:
+        snap = delta.snapshot_files(uri, version=output_version)
+        if snap.bytes <= DRIVER_READ_BYTES and snap.plain_local_parquet:
+            source = _bag_change_on_driver(change.table, names, snap)
+            if source.num_rows:
+                delta.apply_bag_change(uri, source, columns=names, epoch=epoch, after=output_version)
+            return
     rows = change.df
     losing = rows.filter(col(WEIGHT) < 0)
     if _has_losses(change):
@@ -73,6 +81,43 @@ def apply_change(uri: str, change: Batch, schema: T.StructType, epoch: Epoch, *,
     source = to_arrow(deletes.unionByName(inserts))
     if source.num_rows:
         delta.apply_bag_change(uri, source, columns=names, epoch=epoch, after=output_version)
+
+
+def _bag_change_on_driver(change: pa.Table, names: list[str], snap: delta.SnapshotFiles) -> pa.Table:
+    """:func:`apply_change`'s MERGE source computed with Arrow on the driver (small changes,
+    small outputs): no Spark job. Old counts come from the output rows whose first column
+    is among the losing rows' (read by pyarrow), matched on every column with NULL = NULL
+    and NaN = NaN, as the Spark path and the MERGE compare them."""
+    weights = change.column(WEIGHT).to_pylist()
+    losing = [i for i, w in enumerate(weights) if w < 0]
+    old: dict[tuple, int] = {}
+    if losing:
+        first = names[0]
+        present = delta.read_files_arrow(snap, key=first, values=change.column(first).take(pa.array(losing, pa.int64())))
+        wanted = {_row_key(r) for r in change.select(names).take(losing).to_pylist()}
+        for row in present.select(names).to_pylist():
+            key = _row_key(row)
+            if key in wanted:
+                old[key] = old.get(key, 0) + 1
+    take: list[int] = []  # row index, once per MERGE source row
+    ops: list[str] = []
+    copies: list[int] = []
+    for i, (w, row) in enumerate(zip(weights, change.select(names).to_pylist())):
+        keep = max(old.get(_row_key(row), 0) + w, 0) if w < 0 else w
+        if w < 0:
+            take.append(i)
+            ops.append("del")
+            copies.append(0)
+        take.extend([i] * keep)
+        ops.extend(["ins"] * keep)
+        copies.extend(range(1, keep + 1))
+    rows = change.select(names).take(pa.array(take, pa.int64()))
+    return rows.append_column(_OP, pa.array(ops, pa.string())).append_column(_COPY, pa.array(copies, pa.int64()))
+
+
+def _row_key(row: dict) -> tuple:
+    """A row as a hashable key where NaN equals NaN (as in Spark's comparisons)."""
+    return tuple("NaN" if isinstance(v, float) and v != v else v for v in row.values())
 
 
 def _has_losses(change: Batch) -> bool:

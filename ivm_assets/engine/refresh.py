@@ -25,6 +25,7 @@ from ivm_assets.engine.compile import CompiledView
 from ivm_assets.engine.cost import estimate
 from ivm_assets.errors import CommitConflictError, RefreshError
 from ivm_assets.operators.base import EpochContext, materialize
+from ivm_assets.spark.metrics import counting_jobs
 from ivm_assets.spark.session import tuned_for
 from ivm_assets.sql.incrementalize import fingerprint, operators
 from ivm_assets.state.arrangement import FORMAT, LAYOUT_KEY, StateLayout
@@ -85,7 +86,7 @@ def refresh_view(
     A full refresh replaces an interrupted epoch instead of repeating it (it rewrites every
     table anyway, and it is the way out when a table was changed under an epoch).
     """
-    began = time.perf_counter()
+    began, log_reads_before = time.perf_counter(), delta.log_reads
     progress = Progress(where.progress)
     state = progress.read()
     unclaimed = state.claim is None or state.claim.expired()
@@ -101,7 +102,7 @@ def refresh_view(
             held.commit(started=record)
         epoch = Epoch(f"ivm:{view.name}", record.epoch, {"ivm.view": view.name, "ivm.mode": record.mode})
         try:
-            with tuned_for(spark, small=record.mode != "full"):
+            with tuned_for(spark, small=record.mode != "full"), counting_jobs(spark) as jobs:
                 stats = _run_epoch(spark, view, where, relations, record, epoch, buckets)
         except CommitConflictError as exc:
             raise RefreshError(
@@ -109,6 +110,8 @@ def refresh_view(
                 f"Nothing was applied twice. Run `ivm refresh --full {view.name}` to rebuild the view from its sources."
             ) from exc
         out_version = delta.latest_version(where.output)
+        if jobs.value is not None:
+            stats["spark_jobs"] = jobs.value
         payload = {**record.payload, "stats": stats, "output_version_after": out_version}
         done = EpochRecord(record.epoch, "committed", record.mode, record.reason, payload, now())
         held.commit(committed=done, started=None)
@@ -120,6 +123,7 @@ def refresh_view(
         if record.mode == "full":
             kept = [t.table_name for op in operators(view.root) for t in op.state_tables] if view.root is not None else []
             stats["stale_state_tables_removed"] = delta.remove_tables_except(where.state_root, kept)
+    stats["delta_log_reads"] = delta.log_reads - log_reads_before
     sources = {s: (r["from"], r["to"]) for s, r in record.payload["sources"].items()}
     return RefreshResult(
         view.name, record.mode, record.reason, record.epoch, sources, stats.get("rows_in", 0), stats.get("rows_out", 0),
@@ -198,9 +202,11 @@ def _full_reason(view: CompiledView, where: ViewLocation, last: dict | None, sou
         return view.reason()
     if last.get("sql_hash") != view.definition.sql_hash:
         return "view SQL changed"
+    if source_problem:  # before the plan check: a source's own change names the column
+        return source_problem
     if view.root is not None and last.get("plan_fingerprint") != fingerprint(view.root, FORMAT):
         return "operator plan changed (new engine version or upstream schema): state rebuilt"
-    return source_problem
+    return None
 
 
 def _state_tables(view: CompiledView, where: ViewLocation, last: dict | None, buckets: int):
@@ -271,8 +277,11 @@ def _run_epoch(
         return {**stats, **_recompute(spark, view, where, frames, epoch, record.payload["output_version"])}
     ctx = EpochContext(
         spark, epoch, record.mode == "full", where.state_root, buckets, frames, record.payload["state_versions"], stats,
-        record.payload.get("state_layouts", {}),
+        record.payload.get("state_layouts", {}), {k.removeprefix("rows_in."): v for k, v in stats.items() if k.startswith("rows_in.")},
     )
+    if view.root.unchanged(ctx):
+        stats["rows_out"] = 0
+        return stats  # no source change reaches the view: no state or output to touch
     change = view.root.step(ctx)
     shaped = materialize(output.shape(change, view.root.columns, view.schema), small=record.mode != "full")
     stats["rows_out"] = shaped.rows

@@ -23,9 +23,9 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ivm_assets.delta.tables import WEIGHT
-from ivm_assets.operators.base import Batch, EpochContext, Operator, col, consolidate, materialize, null_safe_match
+from ivm_assets.operators.base import Batch, EpochContext, Operator, col, consolidate, materialize, nothing, null_safe_match
 from ivm_assets.sql.plan import AggCall, q
-from ivm_assets.state.arrangement import BUCKET, StateTable, default_hash_types, with_bucket
+from ivm_assets.state.arrangement import BUCKET, StateRead, StateTable, default_hash_types, with_bucket
 
 _GLOBAL = "__g"
 _COUNT = "__cnt"
@@ -141,7 +141,8 @@ class AggregateOp(Operator):
         if not self.keys:
             delta = delta.withColumn(_GLOBAL, F.lit(0))
         types = default_hash_types(delta, self.group_keys)
-        batch = materialize(with_bucket(delta, self.group_keys, ctx.buckets, types), small=not ctx.full)
+        batch = with_bucket(delta, self.group_keys, ctx.buckets, types)
+        batch = nothing(batch) if self.input.unchanged(ctx) else materialize(batch, small=not ctx.full)
         delta = batch.df.drop(BUCKET)
         arg_types = {i: delta.schema[a.arg].dataType for i, a in enumerate(self.aggs) if a.arg}
         if batch.rows == 0 and not (ctx.full and not self.keys):
@@ -153,10 +154,9 @@ class AggregateOp(Operator):
             change = ctx.spark.createDataFrame([(0,)], f"{q(_GLOBAL)} int").select(
                 col(_GLOBAL), *[F.lit(None).cast(change.schema[p].dataType).alias(p) for p in self.partials]
             )
-        # Touched state is brought in once: the old rows feed both the new values and the
-        # retractions, and a second read would cost another scan inside the output job.
+        # The old rows feed both the new values and the retractions (see _once).
         raw = self.groups.read(ctx, batch, self.group_keys)
-        old = materialize(self.groups.current(raw.df), small=not ctx.full).df if raw is not None else None
+        old = _once(self.groups.current(raw.df), raw, ctx) if raw is not None else None
         new = materialize(with_bucket(self._combine(old, change), self.group_keys, ctx.buckets, types), small=not ctx.full)
         old_values: dict[int, DataFrame | None] = {}
         new_values: dict[int, DataFrame | None] = {}
@@ -170,7 +170,7 @@ class AggregateOp(Operator):
             )
             dv = value_changes[i].df.drop(BUCKET)
             raw_values = table.read(ctx, batch, self.group_keys)
-            old_rows = materialize(table.current(raw_values.df), small=not ctx.full).df if raw_values is not None else None
+            old_rows = _once(table.current(raw_values.df), raw_values, ctx) if raw_values is not None else None
             new_rows = consolidate(old_rows.unionByName(dv) if old_rows is not None else dv, self.group_keys + ("v",))
             old_values[i] = self._value_aggs(old_rows, i, self.aggs[i].func)
             new_values[i] = self._value_aggs(new_rows, i, self.aggs[i].func)
@@ -182,7 +182,7 @@ class AggregateOp(Operator):
         alive_new = new_groups if not self.keys else new_groups.filter(col(_COUNT) > 0)
         parts.append(self._output(alive_new, new_values, arg_types).withColumn(WEIGHT, F.lit(1).cast("bigint")))
         result = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
-        out = materialize(consolidate(result, self.columns), small=not ctx.full).df
+        out = consolidate(result, self.columns)  # lazy: its consumer materializes it once
         self.groups.write(ctx, new, types)
         for i, table in self.values.items():
             table.write(ctx, value_changes[i], types)
@@ -192,6 +192,13 @@ class AggregateOp(Operator):
         funcs = ", ".join(f"{a.func}({a.arg or '*'})" for a in self.aggs)
         by = f" GROUP BY {', '.join(self.keys)}" if self.keys else " (global)"
         return f"aggregate {funcs}{by}: per touched group −old row +new row"
+
+
+def _once(rows: DataFrame, read: StateRead, ctx: EpochContext) -> DataFrame:
+    """State rows used twice (new values and retractions): materialized when read by Spark,
+    so the files are scanned once; left lazy when read on the driver, as evaluating a small
+    local relation twice costs less than the Spark job a materialization is."""
+    return rows if read.local else materialize(rows, small=not ctx.full).df
 
 
 def _average(s, n, arg_type: T.DataType):

@@ -68,6 +68,11 @@ def materialize(df: DataFrame, *, small: bool) -> Batch:
     return Batch(df, df.count())
 
 
+def nothing(df: DataFrame) -> Batch:
+    """A change set known to be empty (see :meth:`Operator.unchanged`), without running it."""
+    return Batch(df.limit(0), 0)
+
+
 def null_safe_match(left: DataFrame, right: DataFrame, pairs: list[tuple[str, str]]) -> Column | None:
     """Join condition ``left.a <=> right.b AND …`` (None when there are no pairs)."""
     cond: Column | None = None
@@ -91,6 +96,8 @@ class EpochContext:
     stats: dict[str, int] = field(default_factory=dict)
     # Each state table's layout as recorded when the epoch was planned (JSON), None if new.
     state_layouts: dict[str, str | None] = field(default_factory=dict)
+    # Rows in each relation's change set this epoch (incremental epochs).
+    change_rows: dict[str, int] = field(default_factory=dict)
 
 
 class Operator(ABC):
@@ -106,6 +113,13 @@ class Operator(ABC):
     @property
     def state_tables(self) -> tuple:
         return ()
+
+    def unchanged(self, ctx: EpochContext) -> bool:
+        """Whether this epoch's change set is known to be empty before anything runs: in an
+        incremental epoch, every operator's output is empty when all its inputs' are (a join
+        of two empty changes, an aggregate of none, …), down to sources that did not change.
+        A known-empty input is not materialized: that saves a Spark job per unchanged side."""
+        return bool(self.inputs) and all(i.unchanged(ctx) for i in self.inputs)
 
     @abstractmethod
     def step(self, ctx: EpochContext) -> DataFrame:

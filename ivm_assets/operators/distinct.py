@@ -12,7 +12,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ivm_assets.delta.tables import WEIGHT
-from ivm_assets.operators.base import EpochContext, Operator, col, consolidate, materialize, null_safe_match
+from ivm_assets.operators.base import EpochContext, Operator, col, consolidate, materialize, nothing, null_safe_match
 from ivm_assets.state.arrangement import BUCKET, StateTable, default_hash_types, with_bucket
 
 
@@ -34,7 +34,8 @@ class DistinctOp(Operator):
     def step(self, ctx: EpochContext) -> DataFrame:
         change = consolidate(self.input.step(ctx), self.columns)
         types = default_hash_types(change, self.columns)
-        batch = materialize(with_bucket(change, self.columns, ctx.buckets, types), small=not ctx.full)
+        batch = with_bucket(change, self.columns, ctx.buckets, types)
+        batch = nothing(batch) if self.input.unchanged(ctx) else materialize(batch, small=not ctx.full)
         delta = batch.df.drop(BUCKET)
         if batch.rows == 0:
             if ctx.full:
@@ -49,10 +50,8 @@ class DistinctOp(Operator):
             joined = delta.join(o, null_safe_match(delta, o, [(c, f"o_{c}") for c in self.columns]), "left").fillna(0, ["__old"])
         before, after = col("__old"), col("__old") + col(WEIGHT)
         flip = F.when((before <= 0) & (after > 0), 1).when((before > 0) & (after <= 0), -1).otherwise(0)
-        out = materialize(
-            joined.select(*[col(c) for c in self.columns], flip.cast("bigint").alias(WEIGHT)).filter(col(WEIGHT) != 0),
-            small=not ctx.full,
-        ).df
+        # Lazy: its consumer materializes it once.
+        out = joined.select(*[col(c) for c in self.columns], flip.cast("bigint").alias(WEIGHT)).filter(col(WEIGHT) != 0)
         self.counts.write(ctx, batch, types)
         return out
 

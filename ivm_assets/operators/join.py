@@ -18,7 +18,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ivm_assets.delta.tables import WEIGHT
-from ivm_assets.operators.base import EpochContext, Operator, col, consolidate, materialize
+from ivm_assets.operators.base import EpochContext, Operator, col, consolidate, materialize, nothing
 from ivm_assets.sql.plan import q
 from ivm_assets.state.arrangement import BUCKET, StateTable, hash_type, with_bucket
 
@@ -70,8 +70,10 @@ class JoinOp(Operator):
             hash_type(left_change.schema[a].dataType, right_change.schema[b].dataType)
             for a, b in zip(self.left_keys, self.right_keys)
         ]
-        dl = materialize(with_bucket(left_change, self.left_keys, ctx.buckets, types), small=not ctx.full)
-        dr = materialize(with_bucket(right_change, self.right_keys, ctx.buckets, types), small=not ctx.full)
+        dl = with_bucket(left_change, self.left_keys, ctx.buckets, types)
+        dl = nothing(dl) if self.left.unchanged(ctx) else materialize(dl, small=not ctx.full)
+        dr = with_bucket(right_change, self.right_keys, ctx.buckets, types)
+        dr = nothing(dr) if self.right.unchanged(ctx) else materialize(dr, small=not ctx.full)
         left, right = dl.df.drop(BUCKET), dr.df.drop(BUCKET)
         parts: list[DataFrame] = []
         old_right = self.right_state.read(ctx, dl, self.left_keys)
@@ -83,7 +85,9 @@ class JoinOp(Operator):
         if dl.rows and dr.rows:
             parts.append(self._join(left, right))
         if parts:
-            out = materialize(consolidate(reduce(DataFrame.unionAll, parts), self.columns), small=not ctx.full).df
+            # Left lazy: whoever consumes a change set materializes it once (with its buckets),
+            # and a second materialization here would cost one more Spark job per epoch.
+            out = consolidate(reduce(DataFrame.unionAll, parts), self.columns)
         else:
             out = self._join(left.limit(0), right.limit(0))
         self.left_state.write(ctx, dl, types)

@@ -25,6 +25,9 @@ class ScanOp(Operator):
     def __init__(self, op_id: str, relation: str, source_columns: tuple[str, ...], columns: tuple[str, ...]) -> None:
         self.id, self.relation, self.source_columns, self.columns = op_id, relation, source_columns, columns
 
+    def unchanged(self, ctx: EpochContext) -> bool:
+        return not ctx.full and ctx.change_rows.get(self.relation) == 0
+
     def step(self, ctx: EpochContext) -> DataFrame:
         changes = ctx.changes[self.relation]
         return changes.select(

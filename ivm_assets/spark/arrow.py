@@ -45,7 +45,9 @@ def to_spark(spark: SparkSession, table: pa.Table) -> DataFrame:
     table = normalize_table(table)
     if table.num_rows == 0:
         return spark.createDataFrame([], schema=spark_schema(table.schema))
-    return spark.createDataFrame(table)
+    # One chunk: pyspark 4.3 drops every record batch after an empty one (a pyarrow dataset
+    # read yields one batch per file, empty where a file has no matching row).
+    return spark.createDataFrame(table.combine_chunks())
 
 
 def to_arrow(df: DataFrame) -> pa.Table:

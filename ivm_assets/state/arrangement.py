@@ -36,7 +36,7 @@ from ivm_assets.delta import tables as delta
 from ivm_assets.delta.tables import WEIGHT
 from ivm_assets.errors import RefreshError
 from ivm_assets.operators.base import Batch, EpochContext, col, consolidate, null_safe_match
-from ivm_assets.spark.arrow import to_arrow
+from ivm_assets.spark.arrow import to_arrow, to_spark
 from ivm_assets.sql.plan import q
 
 BUCKET = "__bucket"
@@ -49,16 +49,21 @@ LAYOUT_KEY = "ivm.layout"
 # Past this size a state read is joined by broadcasting the (small) change to it instead of
 # shuffling it: a broadcast costs one extra Spark job, a shuffle of a large read costs more.
 LARGE_READ_BYTES = 64 << 20
+# Up to this size the touched buckets' files are read on the driver by pyarrow, filtered by
+# key, and enter the plan as a small local relation: no Spark file index, no scan stage.
+DRIVER_READ_BYTES = 256 << 20
 # Rows per parquet row group in state files: the unit a key-range lookup can skip.
 ROW_GROUP_ROWS = 16_384
 
 
 @dataclass(frozen=True)
 class StateRead:
-    """State rows for the touched keys, and whether the files read were large."""
+    """State rows for the touched keys, whether the files read were large, and whether they
+    were read on the driver (then ``df`` is a local relation, cheap to evaluate twice)."""
 
     df: DataFrame
     large: bool
+    local: bool = False
 
 
 _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
@@ -190,14 +195,36 @@ class StateTable:
         if ctx.full or version is None or touched.rows == 0:
             return None
         pruning = [(BUCKET, "in", [str(b) for b in touched.values(BUCKET)])]
-        rows, size = delta.read_snapshot_sized(ctx.spark, uri, version=version, partition_filters=pruning)
-        rows, large = rows.drop(BUCKET), size > LARGE_READ_BYTES
+        snap = delta.snapshot_files(uri, version=version, partition_filters=pruning)
+        large = snap.bytes > LARGE_READ_BYTES
+        on_driver = touched.table is not None and snap.bytes <= DRIVER_READ_BYTES and snap.plain_local_parquet
+        if on_driver:
+            rows = to_spark(ctx.spark, self._read_on_driver(snap, touched, touched_keys))
+        else:
+            rows = delta.read_snapshot(ctx.spark, uri, version=version, partition_filters=pruning).drop(BUCKET)
+            if self.keys:
+                rows = self._key_range(rows, touched, touched_keys[0])
+        ctx.stats["state_reads_on_driver" if on_driver else "state_reads_in_spark"] = (
+            ctx.stats.get("state_reads_on_driver" if on_driver else "state_reads_in_spark", 0) + 1
+        )
+        ctx.stats["state_bytes_scanned"] = ctx.stats.get("state_bytes_scanned", 0) + snap.bytes
         if self.keys:
-            rows = self._key_range(rows, touched, touched_keys[0])
             keys = touched.df.select(*[col(k) for k in touched_keys]).distinct()
             cond = null_safe_match(rows, keys, list(zip(self.keys, touched_keys)))
             rows = rows.join(F.broadcast(keys) if large else keys, cond, "left_semi")
-        return StateRead(rows, large)
+        return StateRead(rows, large, on_driver)
+
+    def _read_on_driver(self, snap: delta.SnapshotFiles, touched: Batch, touched_keys: tuple[str, ...]) -> pa.Table:
+        """The touched buckets' rows whose first key is among the touched ones, read by
+        pyarrow (the exact, null-safe match on every key follows in Spark). Without a
+        comparable first key (types Spark compares through a cast) the buckets are read whole."""
+        if not self.keys:
+            return delta.read_files_arrow(snap)
+        values = touched.table.column(touched_keys[0]).combine_chunks()
+        own = delta.normalize_schema_of(snap.table).field(self.keys[0]).type
+        if not (own == values.type or (pa.types.is_integer(own) and pa.types.is_integer(values.type))):
+            return delta.read_files_arrow(snap)
+        return delta.read_files_arrow(snap, key=self.keys[0], values=pc.unique(values))
 
     def _clustered(self, table: pa.Table) -> pa.Table:
         """Rows sorted by bucket and key, so each row group covers a narrow key range."""
@@ -254,8 +281,6 @@ class StateTable:
         would sit in buckets where no lookup finds them.
         """
         uri = self.uri(ctx)
-        if delta.holds_epoch(uri, ctx.epoch):
-            return  # an interrupted attempt of this epoch already wrote it
         after = ctx.state_versions.get(self.table_name)
         layout = self.layout(ctx.buckets, types)
         recorded = ctx.state_layouts.get(self.table_name)
@@ -265,7 +290,9 @@ class StateTable:
                 "run `ivm refresh --full` on the view to rebuild its state"
             )
         if rows.rows == 0 and not ctx.full and after is not None:
-            return
+            return  # nothing to append
+        if delta.holds_epoch(uri, ctx.epoch):
+            return  # an interrupted attempt of this epoch already wrote it
         names = [*self.columns, WEIGHT] if self.layout_kind == "zset" else list(self.columns)
         if rows.table is not None:
             table = rows.table.select([*names, BUCKET])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 from pyspark.sql import functions as F
 
+from ivm_assets.delta import tables as delta
 from ivm_assets.delta.tables import WEIGHT, Epoch
 from ivm_assets.operators.base import EpochContext, materialize
 from ivm_assets.state.arrangement import BUCKET, StateTable, with_bucket
@@ -22,11 +23,14 @@ def test_small_change_reads_only_touched_buckets(spark, tmp_path):
 
     touched_rows = spark.createDataFrame(pa.table({"k": pa.array([42], pa.int64()), WEIGHT: pa.array([1], pa.int64())}))
     touched = materialize(with_bucket(touched_rows, ("k",), 8), small=True)
-    read = table.read(_context(spark, str(tmp_path), full=False, versions=versions, epoch=2), touched, ("k",))
+    ctx = _context(spark, str(tmp_path), full=False, versions=versions, epoch=2)
+    read = table.read(ctx, touched, ("k",))
 
     bucket = touched.values(BUCKET)[0]
-    files = read.df.inputFiles()
-    assert files and all(f"{BUCKET}={bucket}" in f for f in files)
+    uri = table.uri(str(tmp_path))
+    one_bucket = delta.snapshot_files(uri, version=0, partition_filters=[(BUCKET, "in", [str(bucket)])]).bytes
+    assert ctx.stats["state_bytes_scanned"] == one_bucket < delta.snapshot_files(uri, version=0).bytes
+    assert ctx.stats["state_reads_on_driver"] == 1  # small: read by pyarrow, no Spark scan
     assert [tuple(r) for r in read.df.collect()] == [(42, 84, 1)]
     assert not read.large
 
