@@ -15,6 +15,7 @@ from tests.conftest import assert_oracle
 
 from dataclasses import replace
 
+from ivm_assets import IvmProject
 from ivm_assets.delta import tables as delta
 from ivm_assets.sql.incrementalize import fingerprint, operators
 from ivm_assets.state.arrangement import FORMAT, StateLayout
@@ -46,6 +47,19 @@ def _shop(builder, *, cust_type=pa.int64()) -> None:
     }))
 
 
+def _built(builder, *, cust_type=pa.int64(), buckets: int = 4):
+    """The shop with the join + aggregate view ``v`` over ``buckets`` state buckets, built once."""
+    _shop(builder, cust_type=cust_type)
+    builder.view("v", JOIN_AGG)
+    project = builder.load()
+    if buckets != 4:
+        config = builder.root / "ivm.yaml"
+        config.write_text(config.read_text().replace("state_buckets: 4", f"state_buckets: {buckets}"))
+        project = IvmProject.load(builder.root, spark=builder.spark)
+    project.refresh()
+    return project
+
+
 def _layouts(project, view: str) -> dict[str, StateLayout]:
     root = project.location(view).state_root
     out = {}
@@ -56,10 +70,7 @@ def _layouts(project, view: str) -> dict[str, StateLayout]:
 
 
 def test_every_state_table_records_its_layout(builder):
-    _shop(builder)
-    builder.view("v", JOIN_AGG)
-    project = builder.load()
-    project.refresh()
+    project = _built(builder)
     layouts = _layouts(project, "v")
     assert layouts and all(layout is not None for layout in layouts.values())
     for layout in layouts.values():
@@ -79,8 +90,6 @@ def test_raising_state_buckets_rebuilds_with_the_reason(builder):
     delta.delete_rows(builder.uri("orders"), "id IN (2, 17, 33)")
     config = (builder.root / "ivm.yaml").read_text().replace("state_buckets: 4", "state_buckets: 16")
     (builder.root / "ivm.yaml").write_text(config)
-    from ivm_assets import IvmProject
-
     project = IvmProject.load(builder.root, spark=builder.spark)
     (result,) = project.refresh()
     assert result.mode == "full" and result.reason == "state layout changed: buckets 4 → 16"
@@ -95,13 +104,10 @@ def test_raising_state_buckets_rebuilds_with_the_reason(builder):
 def test_bigint_joined_with_decimal_survives_compaction(builder):
     """The join hashes both sides as DOUBLE; compaction must re-bucket with that, not with
     each side's own type, or a later delete misses its match."""
-    _shop(builder, cust_type=pa.decimal128(10, 0))
-    builder.view("v", JOIN_AGG)
-    project = builder.load()
-    project.refresh()
+    project = _built(builder, cust_type=pa.decimal128(10, 0), buckets=1)
     compacted = 0
-    # Enough small epochs to pass the compaction threshold (8 files per bucket, 4 buckets).
-    for i in range(36):
+    # Enough small epochs to pass the compaction threshold (8 files per bucket, 1 bucket).
+    for i in range(10):
         delta.write(
             builder.uri("orders"),
             pa.table({"id": pa.array([100 + i], pa.int64()), "cust": pa.array([i % 8], pa.decimal128(10, 0)),
@@ -123,10 +129,7 @@ def test_bigint_joined_with_decimal_survives_compaction(builder):
 
 def test_state_written_without_a_recorded_layout_is_rebuilt(builder):
     """State from before layouts were recorded (format 1) is never trusted."""
-    _shop(builder)
-    builder.view("v", JOIN_AGG)
-    project = builder.load()
-    project.refresh()
+    project = _built(builder)
     root = project.location("v").state_root
     table = next(op.state_tables[0] for op in operators(_root(project, "v")) if op.state_tables)
     uri = table.uri(root)
@@ -140,10 +143,7 @@ def test_state_written_without_a_recorded_layout_is_rebuilt(builder):
 
 
 def test_a_changed_plan_rebuilds_and_removes_stale_state(builder):
-    _shop(builder)
-    builder.view("v", JOIN_AGG)
-    project = builder.load()
-    project.refresh()
+    project = _built(builder)
     progress = _progress(project, "v")
     state = progress.read()
     record = state.committed

@@ -44,10 +44,19 @@ def test_a_client_session_attaches_to_it_and_runs_sql(connect_server):
     assert out.stdout.split() == ["connect", server.url, "UTC", "5"]
 
 
+def _wait_for_exec(pid: int, marker: str) -> None:
+    """Until the child has exec'd: right after fork its command line is still the parent's."""
+    deadline = time.monotonic() + 10
+    while marker not in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace"):
+        assert time.monotonic() < deadline, f"process {pid} never showed {marker!r} in its command line"
+        time.sleep(0.02)
+
+
 def test_stop_signals_the_recorded_pid_only_if_it_is_a_connect_server(tmp_path):
     # A stand-in whose command line names the server class, so nothing costly is started.
     fake = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", SERVER_CLASS])
     try:
+        _wait_for_exec(fake.pid, SERVER_CLASS)
         (tmp_path / "server.json").write_text(json.dumps({"pid": fake.pid, "port": 1, "log": "x", "started": time.time()}))
         assert server_status(tmp_path).pid == fake.pid
         assert stop_server(tmp_path) is True
