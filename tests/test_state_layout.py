@@ -65,7 +65,7 @@ def _layouts(project, view: str) -> dict[str, StateLayout]:
     out = {}
     for op in operators(_root(project, view)):
         for table in op.state_tables:
-            out[table.table_name] = table.recorded_layout(root)
+            out[table.table_name] = table.head_layout(root)[1]
     return out
 
 

@@ -25,6 +25,7 @@ from ivm_assets.operators.base import Operator
 from ivm_assets.operators.linear import ScanOp
 from ivm_assets.spark.arrow import spark_schema, to_spark
 from ivm_assets.sql.incrementalize import operators
+from ivm_assets.sql.plan import q
 
 _REWRITES = {"RESTORE": "restored", "CREATE OR REPLACE TABLE": "replaced", "CREATE OR REPLACE TABLE AS SELECT": "replaced"}
 # Commits that change a table's columns without writing rows (delta-rs' and Delta/Spark's
@@ -142,5 +143,5 @@ def read_full(spark: SparkSession, uri: str, version: int, *, columns: tuple[str
     insertions (weight +1)."""
     snapshot = delta.read_snapshot(spark, uri, version=version)
     if columns is not None:
-        snapshot = snapshot.select(*[F.col(f"`{c}`") for c in columns])
+        snapshot = snapshot.select(*[F.col(q(c)) for c in columns])
     return snapshot.withColumn(WEIGHT, F.lit(1).cast("bigint"))

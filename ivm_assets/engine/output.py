@@ -89,12 +89,13 @@ def _bag_change_on_driver(change: pa.Table, names: list[str], snap: delta.Snapsh
     is among the losing rows' (read by pyarrow), matched on every column with NULL = NULL
     and NaN = NaN, as the Spark path and the MERGE compare them."""
     weights = change.column(WEIGHT).to_pylist()
+    keys = [_row_key(r) for r in change.select(names).to_pylist()]
     losing = [i for i, w in enumerate(weights) if w < 0]
     old: dict[tuple, int] = {}
     if losing:
         first = names[0]
         present = delta.read_files_arrow(snap, key=first, values=change.column(first).take(pa.array(losing, pa.int64())))
-        wanted = {_row_key(r) for r in change.select(names).take(losing).to_pylist()}
+        wanted = {keys[i] for i in losing}
         for row in present.select(names).to_pylist():
             key = _row_key(row)
             if key in wanted:
@@ -102,8 +103,8 @@ def _bag_change_on_driver(change: pa.Table, names: list[str], snap: delta.Snapsh
     take: list[int] = []  # row index, once per MERGE source row
     ops: list[str] = []
     copies: list[int] = []
-    for i, (w, row) in enumerate(zip(weights, change.select(names).to_pylist())):
-        keep = max(old.get(_row_key(row), 0) + w, 0) if w < 0 else w
+    for i, (w, key) in enumerate(zip(weights, keys)):
+        keep = max(old.get(key, 0) + w, 0) if w < 0 else w
         if w < 0:
             take.append(i)
             ops.append("del")

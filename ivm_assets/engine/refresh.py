@@ -28,7 +28,7 @@ from ivm_assets.operators.base import EpochContext, materialize
 from ivm_assets.spark.metrics import counting_jobs
 from ivm_assets.spark.session import tuned_for
 from ivm_assets.sql.incrementalize import fingerprint, operators
-from ivm_assets.state.arrangement import FORMAT, LAYOUT_KEY, StateLayout
+from ivm_assets.state.arrangement import FORMAT
 from ivm_assets.state.claim import ClaimSettings, hold
 from ivm_assets.state.progress import EpochRecord, Progress, ProgressState, now
 
@@ -166,7 +166,8 @@ def _plan_epoch(
     # Checking the change feeds reads each source's history: done once, used twice.
     problem = _source_problem(view, last, sources, relations) if last else None
     state_versions, state_layouts, state_problem = _state_tables(view, where, last, buckets)
-    reason = _full_reason(view, where, last, problem, full) or state_problem
+    plan = fingerprint(view.root, FORMAT) if view.root is not None else None
+    reason = _full_reason(view, where, last, problem, full, plan) or state_problem
     cost = None
     if reason is None:
         cost = estimate(relations, {name: (s["from"], s["to"]) for name, s in sources.items()})
@@ -182,7 +183,7 @@ def _plan_epoch(
         "sources": sources,
         "state_versions": state_versions,
         "state_layouts": state_layouts,
-        "plan_fingerprint": fingerprint(view.root, FORMAT) if view.root is not None else None,
+        "plan_fingerprint": plan,
         "output_version": delta.latest_version(where.output) if delta.is_delta_table(where.output) else None,
         "sql_hash": view.definition.sql_hash,
         "cost": {**cost.to_json(), "text": cost.describe()} if cost else None,
@@ -191,7 +192,9 @@ def _plan_epoch(
     return EpochRecord(number, "started", mode, reason, payload, now())
 
 
-def _full_reason(view: CompiledView, where: ViewLocation, last: dict | None, source_problem: str | None, full: bool) -> str | None:
+def _full_reason(
+    view: CompiledView, where: ViewLocation, last: dict | None, source_problem: str | None, full: bool, plan: str | None
+) -> str | None:
     if last is None or not delta.is_delta_table(where.output):
         return "first build"
     if full:
@@ -204,7 +207,7 @@ def _full_reason(view: CompiledView, where: ViewLocation, last: dict | None, sou
         return "view SQL changed"
     if source_problem:  # before the plan check: a source's own change names the column
         return source_problem
-    if view.root is not None and last.get("plan_fingerprint") != fingerprint(view.root, FORMAT):
+    if plan is not None and last.get("plan_fingerprint") != plan:
         return "operator plan changed (new engine version or upstream schema): state rebuilt"
     return None
 
@@ -222,10 +225,9 @@ def _state_tables(view: CompiledView, where: ViewLocation, last: dict | None, bu
     recorded_versions = (last or {}).get("state_versions", {})
     for op in operators(view.root) if view.root is not None else ():
         for table in op.state_tables:
-            name, head = table.table_name, delta.head(table.uri(where.state_root))
-            versions[name] = head[0] if head else None
-            recorded = head[1].get(LAYOUT_KEY) if head else None
-            layouts[name] = recorded
+            name, head = table.table_name, table.head_layout(where.state_root)
+            versions[name], recorded = head if head else (None, None)
+            layouts[name] = recorded.to_json() if recorded else None
             if problem or last is None:
                 continue
             if head is None:
@@ -235,8 +237,7 @@ def _state_tables(view: CompiledView, where: ViewLocation, last: dict | None, bu
             if recorded is None:
                 problem = f"state format changed: 1 → {FORMAT} (layout not recorded): state rebuilt"
                 continue
-            wanted = table.layout(buckets, [])
-            if why := StateLayout.from_json(recorded).difference(wanted, compare_hashes=False):
+            if why := recorded.difference(table.layout(buckets, []), compare_hashes=False):
                 problem = f"state layout changed: {why}"
     return versions, layouts, problem
 
@@ -261,6 +262,7 @@ def _run_epoch(
 ) -> dict:
     sources = record.payload["sources"]
     stats: dict[str, int] = {}
+    change_rows: dict[str, int] = {}
     if record.mode == "full":
         frames = {
             name: cdc.read_full(spark, relations[name], s["to"], columns=cdc.used_columns(view.root, name))
@@ -269,15 +271,16 @@ def _run_epoch(
     else:
         frames = {}
         for name, s in sources.items():
-            frames[name], stats[f"rows_in.{name}"] = cdc.read_range(
+            frames[name], change_rows[name] = cdc.read_range(
                 spark, name, relations[name], s["from"], s["to"], columns=cdc.used_columns(view.root, name)
             )
-        stats["rows_in"] = sum(v for k, v in stats.items() if k.startswith("rows_in."))
+        stats.update({f"rows_in.{name}": rows for name, rows in change_rows.items()})
+        stats["rows_in"] = sum(change_rows.values())
     if view.root is None:
         return {**stats, **_recompute(spark, view, where, frames, epoch, record.payload["output_version"])}
     ctx = EpochContext(
         spark, epoch, record.mode == "full", where.state_root, buckets, frames, record.payload["state_versions"], stats,
-        record.payload.get("state_layouts", {}), {k.removeprefix("rows_in."): v for k, v in stats.items() if k.startswith("rows_in.")},
+        record.payload.get("state_layouts", {}), change_rows,
     )
     if view.root.unchanged(ctx):
         stats["rows_out"] = 0

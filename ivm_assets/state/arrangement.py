@@ -23,7 +23,7 @@ miss their rows. Compaction re-buckets with the recorded layout, never with a gu
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Literal
 
 import pyarrow as pa
@@ -90,7 +90,7 @@ class StateLayout:
     hashes: tuple[str, ...]
 
     def to_json(self) -> str:
-        return json.dumps({**self.__dict__, "keys": list(self.keys), "columns": list(self.columns), "hashes": list(self.hashes)})
+        return json.dumps(asdict(self))
 
     @classmethod
     def from_json(cls, text: str) -> StateLayout:
@@ -204,9 +204,8 @@ class StateTable:
             rows = delta.read_snapshot(ctx.spark, uri, version=version, partition_filters=pruning).drop(BUCKET)
             if self.keys:
                 rows = self._key_range(rows, touched, touched_keys[0])
-        ctx.stats["state_reads_on_driver" if on_driver else "state_reads_in_spark"] = (
-            ctx.stats.get("state_reads_on_driver" if on_driver else "state_reads_in_spark", 0) + 1
-        )
+        where_read = "state_reads_on_driver" if on_driver else "state_reads_in_spark"
+        ctx.stats[where_read] = ctx.stats.get(where_read, 0) + 1
         ctx.stats["state_bytes_scanned"] = ctx.stats.get("state_bytes_scanned", 0) + snap.bytes
         if self.keys:
             keys = touched.df.select(*[col(k) for k in touched_keys]).distinct()
@@ -264,12 +263,14 @@ class StateTable:
         """This table's layout with ``buckets`` and key hash ``types``."""
         return StateLayout(FORMAT, self.layout_kind, buckets, self.keys, self.columns, hash_names(types))
 
-    def recorded_layout(self, root: str) -> StateLayout | None:
-        """The layout the table's latest commit recorded (None: no table, or written before
-        layouts were recorded)."""
+    def head_layout(self, root: str) -> tuple[int, StateLayout | None] | None:
+        """The table's latest version and the layout that commit recorded (None: written
+        before layouts were recorded), from one read of the log; None when there is no table."""
         head = delta.head(self.uri(root))
-        text = head[1].get(LAYOUT_KEY) if head else None
-        return StateLayout.from_json(text) if text else None
+        if head is None:
+            return None
+        text = head[1].get(LAYOUT_KEY)
+        return head[0], StateLayout.from_json(text) if text else None
 
     def write(self, ctx: EpochContext, rows: Batch, types: list) -> None:
         """Append ``rows`` (overwrite everything on a full refresh), tagged with the epoch,
@@ -318,11 +319,9 @@ class StateTable:
         types do not tell). Returns whether it rewrote the table.
         """
         uri = self.uri(root)
-        head = delta.head(uri)
-        layout = StateLayout.from_json(head[1][LAYOUT_KEY]) if head and head[1].get(LAYOUT_KEY) else None
+        version, layout = self.head_layout(root) or (None, None)
         if layout is None:
             return False  # no table, or one whose layout is unknown (rebuilt by the next refresh)
-        version = head[0]
         if delta.file_count(uri, version) <= max_files_per_bucket * layout.buckets:
             return False
         rows = self.current(delta.read_snapshot(spark, uri, version=version).drop(BUCKET))
