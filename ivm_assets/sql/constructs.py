@@ -67,17 +67,11 @@ def _check(node: exp.Expression, add) -> None:  # noqa: C901 - one flat table of
             add(f"{kind} JOIN", node, rf"\b{kind}\b")
         elif node.args.get("method"):
             add(f"{node.args['method'].upper()} JOIN", node, r"\bnatural\b")
-    elif isinstance(node, exp.Union) and node.args.get("distinct"):
-        add("UNION (distinct)", node, r"\bunion\b")
-    elif isinstance(node, exp.Except):
-        add("EXCEPT", node, r"\bexcept\b|\bminus\b")
-    elif isinstance(node, exp.Intersect):
-        add("INTERSECT", node, r"\bintersect\b")
     elif isinstance(node, exp.Exists):
         add("EXISTS (subquery)", node, r"\bexists\b")
     elif isinstance(node, exp.In) and node.args.get("query"):
         add("IN (subquery)", node, r"\bin\s*\(\s*select\b")
-    elif isinstance(node, exp.Subquery) and not isinstance(node.parent, (exp.From, exp.Join, exp.With, exp.CTE, exp.Union)):
+    elif isinstance(node, exp.Subquery) and not isinstance(node.parent, (exp.From, exp.Join, exp.With, exp.CTE, exp.SetOperation)):
         if not isinstance(node.parent, exp.In):
             add("scalar subquery", node, r"\(\s*select\b")
     elif isinstance(node, exp.Limit):

@@ -23,7 +23,8 @@ from ivm_assets.operators.base import Operator
 from ivm_assets.operators.distinct import DistinctOp
 from ivm_assets.operators.join import JoinOp
 from ivm_assets.operators.linear import FilterOp, ProjectOp, ScanOp, UnionAllOp
-from ivm_assets.sql.plan import Aggregate, Distinct, Filter, Join, Node, Plan, Project, Scan, UnionAll
+from ivm_assets.operators.set_operation import SetOperationOp
+from ivm_assets.sql.plan import Aggregate, Distinct, Except, Filter, Intersect, Join, Node, Plan, Project, Scan, UnionAll
 
 
 def incrementalize(plan: Plan) -> Operator:
@@ -51,6 +52,10 @@ def incrementalize(plan: Plan) -> Operator:
             return DistinctOp(op_id, visit(node.input))
         if isinstance(node, UnionAll):
             return UnionAllOp(op_id, tuple(visit(i) for i in node.inputs), node.columns)
+        if isinstance(node, (Intersect, Except)):
+            left = visit(node.left)
+            kind = "intersect" if isinstance(node, Intersect) else "except"
+            return SetOperationOp(op_id, left, visit(node.right), kind, node.all)
         raise TypeError(f"No incremental rule for {type(node).__name__}")
 
     return visit(plan.root)

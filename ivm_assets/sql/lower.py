@@ -25,7 +25,9 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from ivm_assets.sql.constructs import SUPPORTED_AGGREGATES
-from ivm_assets.sql.plan import AggCall, Aggregate, Distinct, Filter, Join, Node, Plan, Project, Scan, UnionAll, q
+from ivm_assets.sql.plan import (
+    AggCall, Aggregate, Distinct, Except, Filter, Intersect, Join, Node, Plan, Project, Scan, UnionAll, q,
+)
 
 
 class LoweringError(Exception):
@@ -64,16 +66,27 @@ class _Lowering:
     def query(self, node: exp.Expression, ctes: dict[str, _Rel]) -> _Rel:
         if isinstance(node, exp.Subquery):
             return self.query(node.this, ctes)
-        if isinstance(node, exp.Union) and not node.args.get("distinct"):
-            ctes = self.with_clause(node, ctes)
-            parts = [self.query(side, ctes) for side in (node.this, node.expression)]
-            inputs: list[Node] = []
-            for part in parts:
-                inputs.extend(part.node.inputs if isinstance(part.node, UnionAll) else [part.node])
-            return _Rel(UnionAll(tuple(inputs), parts[0].node.columns), parts[0].names)
+        if isinstance(node, exp.SetOperation):
+            return self.set_operation(node, self.with_clause(node, ctes))
         if isinstance(node, exp.Select):
             return self.select(node, self.with_clause(node, ctes))
         raise LoweringError(f"No lowering rule for {type(node).__name__}")
+
+    def set_operation(self, node: exp.SetOperation, ctes: dict[str, _Rel]) -> _Rel:
+        """UNION ALL flattens into one node; UNION is DISTINCT over it (a distinct union
+        below a distinct union flattens too); INTERSECT and EXCEPT keep their two inputs."""
+        distinct = bool(node.args.get("distinct"))
+        left, right = (self.query(side, ctes) for side in (node.this, node.expression))
+        if isinstance(node, exp.Union):
+            inputs: list[Node] = []
+            for part in (left.node, right.node):
+                if distinct and isinstance(part, Distinct) and isinstance(part.input, UnionAll):
+                    part = part.input
+                inputs.extend(part.inputs if isinstance(part, UnionAll) else [part])
+            union = UnionAll(tuple(inputs), left.node.columns)
+            return _Rel(Distinct(union) if distinct else union, left.names)
+        cls = Intersect if isinstance(node, exp.Intersect) else Except
+        return _Rel(cls(left.node, right.node, all=not distinct), left.names)
 
     def with_clause(self, node: exp.Expression, ctes: dict[str, _Rel]) -> dict[str, _Rel]:
         with_ = node.args.get("with_") or node.args.get("with")

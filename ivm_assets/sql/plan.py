@@ -173,6 +173,37 @@ class UnionAll(Node):
 
 
 @dataclass(frozen=True)
+class _SetOperation(Node):
+    """``left`` combined with ``right`` row by row (columns by position, NULLs equal to each
+    other); ``all`` keeps multiplicities, otherwise each row comes out at most once."""
+
+    left: Node
+    right: Node
+    all: bool
+    columns: tuple[str, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        if len(self.left.columns) != len(self.right.columns):
+            raise ValueError(f"{type(self).__name__}: both inputs need the same number of columns")
+        object.__setattr__(self, "columns", self.left.columns)
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.left, self.right)
+
+
+@dataclass(frozen=True)
+class Intersect(_SetOperation):
+    """INTERSECT [ALL]: a row ``min(l, r)`` times (ALL), or once when ``l > 0 and r > 0``,
+    where l and r are its multiplicities in the left and the right input."""
+
+
+@dataclass(frozen=True)
+class Except(_SetOperation):
+    """EXCEPT [ALL]: a row ``max(l − r, 0)`` times (ALL), or once when ``l > 0 and r = 0``."""
+
+
+@dataclass(frozen=True)
 class Plan:
     """A lowered view: the root node, and the view's column names (by position)."""
 

@@ -17,7 +17,7 @@ from functools import lru_cache
 import sqlglot
 from sqlglot import exp
 
-from ivm_assets.sql.plan import Aggregate, Distinct, Filter, Join, Node, Plan, Project, Scan, UnionAll
+from ivm_assets.sql.plan import Aggregate, Distinct, Except, Filter, Intersect, Join, Node, Plan, Project, Scan, UnionAll
 
 
 @lru_cache(maxsize=4096)
@@ -52,6 +52,9 @@ def _prune(node: Node, needed: frozenset[str]) -> Node:
         return Distinct(_prune(node.input, frozenset(node.input.columns)))
     if isinstance(node, UnionAll):
         return UnionAll(tuple(_prune(i, frozenset(i.columns)) for i in node.inputs), node.columns)
+    if isinstance(node, (Intersect, Except)):
+        # Every column takes part in a row's identity.
+        return type(node)(_prune(node.left, frozenset(node.left.columns)), _prune(node.right, frozenset(node.right.columns)), node.all)
     raise TypeError(f"No pruning rule for {type(node).__name__}")
 
 

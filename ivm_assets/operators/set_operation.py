@@ -1,0 +1,117 @@
+"""INTERSECT, EXCEPT and their ALL forms, maintained with per-row counts of both inputs.
+
+A set operation decides each distinct row on its own, from the row's multiplicity in the
+left input (l) and in the right input (r); NULLs compare equal, as in Spark:
+
+    INTERSECT ALL  min(l, r)          EXCEPT ALL  max(l − r, 0)
+    INTERSECT      [l > 0 ∧ r > 0]    EXCEPT      [l > 0 ∧ r = 0]
+
+Rule on changes: for every row the change touches (in either input), with l, r its counts
+before the change and l' = l + Δl, r' = r + Δr after,
+
+    Δout(row) = f(l', r') − f(l, r).
+
+State: ``counts``, one z-set of both inputs' rows tagged with their side (``__side`` 0 for
+the left, 1 for the right), bucketed by a hash of the whole row. A change reads the
+counts of just the rows it touches, both sides in one lookup. ``UNION`` (distinct) needs no
+operator of its own: it is DISTINCT over UNION ALL.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from ivm_assets.delta.tables import WEIGHT
+from ivm_assets.operators.base import EpochContext, Operator, col, consolidate, materialize, nothing
+from ivm_assets.state.arrangement import BUCKET, StateTable, default_hash_types, with_bucket
+
+SIDE = "__side"
+Kind = Literal["intersect", "except"]
+
+_RULES = {
+    ("intersect", True): "min(l, r)",
+    ("intersect", False): "[l > 0 ∧ r > 0]",
+    ("except", True): "max(l − r, 0)",
+    ("except", False): "[l > 0 ∧ r = 0]",
+}
+
+
+def multiplicity(kind: Kind, all: bool, left: Column, right: Column) -> Column:
+    """The output multiplicity of a row whose counts are ``left`` and ``right``."""
+    if kind == "intersect" and all:
+        return F.greatest(F.least(left, right), F.lit(0))
+    if kind == "except" and all:
+        return F.greatest(left - right, F.lit(0))
+    if kind == "intersect":
+        return F.when((left > 0) & (right > 0), 1).otherwise(0)
+    return F.when((left > 0) & (right <= 0), 1).otherwise(0)
+
+
+class SetOperationOp(Operator):
+    """INTERSECT / EXCEPT, with or without ALL (see module doc for the rule)."""
+
+    def __init__(self, op_id: str, left: Operator, right: Operator, kind: Kind, all: bool) -> None:
+        self.id, self.left, self.right, self.kind, self.all = op_id, left, right, kind, all
+        self.columns = left.columns
+        self.counts = StateTable(
+            operator_id=op_id, name="counts", columns=self.columns + (SIDE,), keys=self.columns, layout="zset"
+        )
+
+    @property
+    def inputs(self) -> tuple[Operator, ...]:
+        return (self.left, self.right)
+
+    @property
+    def state_tables(self) -> tuple[StateTable, ...]:
+        return (self.counts,)
+
+    def _sides(self, ctx: EpochContext) -> DataFrame:
+        """Both inputs' change sets in one, tagged with their side (columns by position)."""
+        parts = []
+        for side, op in enumerate((self.left, self.right)):
+            df = op.step(ctx).toDF(*self.columns, WEIGHT)
+            if op.unchanged(ctx):
+                df = df.limit(0)  # known empty: no Spark work for this side
+            parts.append(df.withColumn(SIDE, F.lit(side)))
+        return consolidate(parts[0].unionAll(parts[1]), self.columns + (SIDE,))
+
+    def step(self, ctx: EpochContext) -> DataFrame:
+        change = self._sides(ctx)
+        types = default_hash_types(change, self.columns)
+        batch = with_bucket(change, self.columns, ctx.buckets, types)
+        batch = nothing(batch) if self.unchanged(ctx) else materialize(batch, small=not ctx.full)
+        delta = batch.df.drop(BUCKET)
+        if batch.rows == 0:
+            if ctx.full:
+                self.counts.write(ctx, batch, types)
+            return delta.select(*[col(c) for c in self.columns], col(WEIGHT))
+        raw = self.counts.read(ctx, batch, self.columns)
+        zero = F.lit(0).cast("bigint")
+        # Old counts and changes side by side, one row per touched row (GROUP BY: NULLs equal).
+        tagged = delta.select(*[col(c) for c in self.columns], col(SIDE), col(WEIGHT).alias("__d"), zero.alias("__o"))
+        if raw is not None:
+            old = self.counts.current(raw.df)
+            tagged = tagged.unionByName(
+                old.select(*[col(c) for c in self.columns], col(SIDE), zero.alias("__d"), col(WEIGHT).alias("__o"))
+            )
+
+        def total(side: int, what: str) -> Column:
+            return F.sum(F.when(col(SIDE) == side, col(what)).otherwise(zero)).alias(f"{what}{side}")
+
+        per_row = tagged.groupBy(*[col(c) for c in self.columns]).agg(
+            total(0, "__o"), total(1, "__o"), total(0, "__d"), total(1, "__d")
+        )
+        l_old, r_old = col("__o0"), col("__o1")
+        l_new, r_new = l_old + col("__d0"), r_old + col("__d1")
+        weight = multiplicity(self.kind, self.all, l_new, r_new) - multiplicity(self.kind, self.all, l_old, r_old)
+        # Lazy: its consumer materializes it once.
+        out = per_row.select(*[col(c) for c in self.columns], weight.cast("bigint").alias(WEIGHT)).filter(col(WEIGHT) != 0)
+        self.counts.write(ctx, batch, types)
+        return out
+
+    def describe(self) -> str:
+        name = f"{self.kind} all" if self.all else self.kind
+        return f"{name}: per touched row, Δout = f(l', r') − f(l, r) with f = {_RULES[(self.kind, self.all)]}"
