@@ -1,4 +1,4 @@
-"""ivm views as Dagster assets: translator, multi_asset, resource, sources, sensors, checks, component.
+"""ivm views as Dagster assets: translator, multi_asset, resource, sources, sensors, automation, checks, component.
 
 See docs/dagster.md.
 """
@@ -11,6 +11,7 @@ from ivm_assets.dagster.asset_decorator import (
     build_ivm_specs,
     ivm_view_assets,
 )
+from ivm_assets.dagster.automation import ivm_eager
 from ivm_assets.dagster.checks import CHECK_NAME
 from ivm_assets.dagster.python_views import IvmPythonView, ivm_view
 from ivm_assets.dagster.sensors import build_ivm_sensor, build_ivm_source_sensor
@@ -32,6 +33,7 @@ __all__ = [
     "build_ivm_sensor",
     "build_ivm_source_sensor",
     "build_ivm_specs",
+    "ivm_eager",
     "ivm_source_assets",
     "ivm_view",
     "ivm_view_assets",

@@ -2,8 +2,9 @@
 
 - :func:`build_ivm_source_sensor` (with declarative automation, the default): each tick
   reads every source's Delta version and reports an observation, with no run, for each
-  source that moved; the views' ``AutomationCondition.eager()`` then refreshes exactly the
-  views downstream (the automation sensor launches that run).
+  source that moved; the views' automation condition (:func:`ivm_eager`) then refreshes
+  exactly the views downstream (the automation sensor launches that run), also when the
+  observation lands while a view's run is in progress.
 - :func:`build_ivm_sensor` (without declarative automation): each tick requests one run of
   exactly the views downstream of the sources that moved (views of views included).
 

@@ -1,9 +1,9 @@
 """A project's Delta sources as observable source assets: ``DataVersion`` = the Delta version.
 
-Observing costs one read of each table's Delta log. Each view's
-``AutomationCondition.eager()`` requests exactly the views downstream of a source whose
-observed version moved (and views of views after them); an observation that finds the
-same version changes nothing. Who observes:
+Observing costs one read of each table's Delta log. Each view's automation condition
+(:func:`ivm_assets.dagster.automation.ivm_eager`) requests exactly the views downstream of a
+source whose observed version moved (and views of views after them); an observation that
+finds the same version changes nothing. Who observes:
 
 - the source sensor (:func:`ivm_assets.dagster.sensors.build_ivm_source_sensor`, the
   default of the component and the demo): observations without a run, only for sources

@@ -17,6 +17,7 @@ from pathlib import Path
 import dagster as dg
 
 from ivm_assets.config import Freshness, ViewSettings
+from ivm_assets.dagster.automation import ivm_eager
 from ivm_assets.engine.compile import ViewDefinition
 from ivm_assets.errors import ConfigError
 from ivm_assets.project import IvmProject
@@ -120,8 +121,9 @@ class IvmTranslator:
         )
 
     def get_automation_condition(self, view: IvmViewProps) -> dg.AutomationCondition | None:
-        """Refresh when a source's observed version or an upstream view changes (and build missing views)."""
-        return dg.AutomationCondition.eager()
+        """Refresh when a source's observed version or an upstream view changes (and build missing views);
+        an update that arrives during the view's run requests one more refresh after it (:func:`ivm_eager`)."""
+        return ivm_eager()
 
 
 def lineage_markdown(columns: tuple[tuple[str, str], ...] | None, lineage: dg.TableColumnLineage | None) -> str:

@@ -56,3 +56,5 @@ def test_the_demo_has_one_way_to_react_to_source_changes_and_builds_missing_view
     tick = dg.evaluate_automation_conditions(defs=module.defs, instance=instance, cursor=first.cursor)
     requested = sorted(r.key.to_user_string() for r in tick.results if r.true_subset.size)
     assert requested == sorted(["order_status_funnel", "product_stock", "region_totals", "revenue_by_region_day", "top_customers"])
+    quiet = dg.evaluate_automation_conditions(defs=module.defs, instance=instance, cursor=tick.cursor)
+    assert quiet.total_requested == 0  # requested once: nothing moved since, so no second start-up run

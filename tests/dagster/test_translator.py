@@ -44,7 +44,7 @@ def test_view_spec_carries_deps_kinds_code_version_and_settings(shop):
     assert specs.views["region_totals"].description == "Totals per region."
     assert revenue.freshness_policy == dg.FreshnessPolicy.time_window(fail_window=timedelta(hours=1), warn_window=timedelta(minutes=30))
     assert specs.views["region_totals"].freshness_policy == dg.FreshnessPolicy.cron(deadline_cron="0 9 * * *", lower_bound_delta=timedelta(hours=2))
-    assert revenue.automation_condition is not None
+    assert revenue.automation_condition.get_label() == "ivm_eager"
     assert specs.sources["orders"].metadata["dagster/uri"] == shop.sources["orders"]
 
 
