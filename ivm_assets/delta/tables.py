@@ -14,11 +14,14 @@ table version and swaps in one put-if-absent of the log file). A lost race surfa
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
-from collections.abc import Callable
 from typing import Literal
 
 import pyarrow as pa
@@ -95,9 +98,53 @@ def is_delta_table(uri: str) -> bool:
 # refresh statistics report how many one refresh made.
 log_reads = 0
 
+# Handles by (uri, version) while :func:`reusing_handles` is active; None outside it.
+_handles: ContextVar[dict[tuple[str, int], DeltaTable] | None] = ContextVar("ivm_delta_handles", default=None)
+
+
+@contextmanager
+def reusing_handles() -> Iterator[None]:
+    """Within the block, each version of a table has its log read once.
+
+    A version of a Delta table never changes, so its handle is kept and handed to every
+    reader of that version (a reader of the latest version always reads the log, then leaves
+    the handle for readers of the version it found). A writer takes the handle out: its
+    commit moves the handle to the new version (delta-rs updates it in place). One refresh
+    holds the block, so a table re-created under the same path within it is a race the
+    fenced commits report, not a stale read that lasts. Nested blocks share the outer cache.
+    """
+    if _handles.get() is not None:
+        yield
+        return
+    token = _handles.set({})
+    try:
+        yield
+    finally:
+        _handles.reset(token)
+
 
 def open_table(uri: str, version: int | None = None) -> DeltaTable:
-    """The table at ``uri`` (at ``version``), or a SourceError saying what is there instead."""
+    """The table at ``uri`` (at ``version``; the latest when None), for reading: a kept handle
+    when :func:`reusing_handles` is active, or a SourceError saying what is there instead."""
+    cache = _handles.get()
+    if cache is None:
+        return _open(uri, version)
+    if version is not None and (uri, version) in cache:
+        return cache[(uri, version)]
+    dt = _open(uri, version)
+    cache.setdefault((uri, dt.version()), dt)
+    return dt
+
+
+def _writable(uri: str, version: int | None = None) -> DeltaTable:
+    """A handle to commit through: taken out of the cache, as the commit moves it on."""
+    cache = _handles.get()
+    if cache is not None and version is not None and (uri, version) in cache:
+        return cache.pop((uri, version))
+    return _open(uri, version)
+
+
+def _open(uri: str, version: int | None) -> DeltaTable:
     global log_reads
     log_reads += 1
     try:
@@ -144,16 +191,47 @@ def holds_epoch(uri: str, epoch: Epoch) -> bool:
     return done is not None and done >= epoch.number
 
 
-def _history_since(uri: str, after: int) -> list[dict]:
-    """Commit infos of the versions after ``after`` (only those are read from the log)."""
-    dt = open_table(uri)
-    return dt.history(max(dt.version() - after, 1))
+def _history_between(uri: str, after: int, upto: int) -> list[dict]:
+    """Commit infos (with their ``version``) of the versions in (after, upto].
+
+    Read from the commit files themselves when the table is local (no log replay). delta-rs'
+    ``history()`` reads the newest commits in storage whatever version the handle holds, and
+    numbers them down from the handle's version (delta-rs 1.6): only a fresh handle of the
+    latest version numbers them right, so that is the fallback.
+    """
+    local = _local_path(uri)
+    if local is not None:
+        infos = [_commit_info(local, v) for v in range(after + 1, upto + 1)]
+        if all(i is not None for i in infos):
+            return infos  # type: ignore[return-value]
+    dt = _open(uri, None)
+    return [e for e in dt.history(max(dt.version() - after, 1)) if after < e.get("version", -1) <= upto]
+
+
+def _local_path(uri: str) -> str | None:
+    path = uri.removeprefix("file://")
+    return None if "://" in path else path
+
+
+def _commit_info(path: str, version: int) -> dict | None:
+    """The commitInfo action of one local commit file, with its ``version``; None when the
+    file is gone (log cleanup) or has none."""
+    try:
+        with open(os.path.join(path, "_delta_log", f"{version:020d}.json"), encoding="utf-8") as f:
+            for line in f:
+                if '"commitInfo"' in line:
+                    info = json.loads(line).get("commitInfo")
+                    if isinstance(info, dict):
+                        return {**info, "version": version}
+    except FileNotFoundError:
+        return None
+    return None
 
 
 def operations_between(uri: str, after: int, upto: int) -> list[tuple[int, str, dict]]:
     """(version, operation, operationParameters) of each commit in (after, upto]."""
     out = []
-    for entry in _history_since(uri, after):
+    for entry in _history_between(uri, after, upto):
         version = entry.get("version")
         if version is not None and after < version <= upto:
             out.append((version, str(entry.get("operation", "")), entry.get("operationParameters") or {}))
@@ -179,7 +257,7 @@ def change_rows_between(uri: str, after: int, upto: int) -> int | None:
     """Rows the commits in (after, upto] inserted, deleted or updated (updates twice), from
     their operation metrics; None when a commit that changes rows carries none."""
     total = 0
-    for entry in _history_since(uri, after):
+    for entry in _history_between(uri, after, upto):
         version = entry.get("version")
         if version is None or not after < version <= upto:
             continue
@@ -347,7 +425,7 @@ def read_changes(uri: str, *, after: int, upto: int, columns: list[str] | None =
     insert/update_postimage weigh +1, delete/update_preimage −1. Not consolidated.
     Raises DeltaError when the range cannot be read (CDF off, files vacuumed, …).
     """
-    dt = open_table(uri)
+    dt = open_table(uri, upto)
     # delta-rs parses these as SQL identifiers: quoted, so `Order` or `b c` are names, not syntax.
     wanted = [*('"' + c.replace('"', '""') + '"' for c in columns), "_change_type"] if columns is not None else None
     table = normalize_table(_read_all(dt.load_cdf(starting_version=after + 1, ending_version=upto, columns=wanted)))
@@ -458,7 +536,7 @@ def apply_bag_change(uri: str, change: pa.Table, *, columns: list[str], epoch: E
     insert = {f'"{c}"': f's."{c}"' for c in columns}
 
     def attempt(at: int | None) -> bool:
-        merger = open_table(uri, at).merge(
+        merger = _writable(uri, at).merge(
             change,
             predicate=f"(s.__ivm_op = 'del') AND {match}" if columns else "s.__ivm_op = 'del'",
             source_alias="s",
@@ -487,7 +565,7 @@ def _write_at(
     and fails if someone else created it first."""
     creating = after is None
     write_deltalake(
-        uri if creating else open_table(uri, after),
+        uri if creating else _writable(uri, after),
         table,
         mode="error" if creating else mode,
         partition_by=partition_by,
@@ -539,7 +617,7 @@ def _commit_epoch(uri: str, epoch: Epoch, after: int | None, commit: Callable[[i
 
 def _only_compactions(uri: str, after: int, upto: int) -> bool:
     """Whether every commit in (after, upto] is a compaction."""
-    commits = [c for c in open_table(uri, upto).history(upto - after) if after < c.get("version", -1) <= upto]
+    commits = _history_between(uri, after, upto)
     return len(commits) == upto - after and all(c.get(COMPACTION) == "true" for c in commits)
 
 
@@ -555,7 +633,7 @@ def commit_metadata(uri: str, metadata: dict[str, str], *, after: int | None, sc
         if at is None:
             DeltaTable.create(uri, schema=schema, mode="error", commit_properties=properties)
         else:
-            dt = open_table(uri, at)
+            dt = _writable(uri, at)
             dt.create_write_transaction([], mode="append", schema=dt.schema(), commit_properties=properties)
         return True
 
@@ -579,12 +657,12 @@ def create_table(uri: str, data: pa.Table, *, partition_by: list[str] | None = N
 
 def delete_rows(uri: str, predicate: str) -> None:
     """Delete the rows matching a DataFusion SQL ``predicate`` (source edits: demo, benchmark, tests)."""
-    open_table(uri).delete(predicate)
+    _writable(uri).delete(predicate)
 
 
 def update_rows(uri: str, *, set_sql: dict[str, str], predicate: str) -> None:
     """Set columns to SQL expressions where ``predicate`` holds (source edits: demo, benchmark, tests)."""
-    open_table(uri).update(updates=set_sql, predicate=predicate)
+    _writable(uri).update(updates=set_sql, predicate=predicate)
 
 
 def remove_tables_except(root: str, kept: list[str]) -> int:

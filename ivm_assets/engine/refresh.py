@@ -86,11 +86,28 @@ def refresh_view(
     A full refresh replaces an interrupted epoch instead of repeating it (it rewrites every
     table anyway, and it is the way out when a table was changed under an epoch).
     """
+    # Planning, the operators, the commits and compaction read the same table versions:
+    # each version's log is read once.
+    with delta.reusing_handles():
+        return _refresh(spark, view, where=where, relations=relations, buckets=buckets, full=full, claim=claim)
+
+
+def _refresh(
+    spark: SparkSession,
+    view: CompiledView,
+    *,
+    where: ViewLocation,
+    relations: dict[str, str],
+    buckets: int,
+    full: bool,
+    claim: ClaimSettings | None,
+) -> RefreshResult:
     began, log_reads_before = time.perf_counter(), delta.log_reads
     progress = Progress(where.progress)
     state = progress.read()
     unclaimed = state.claim is None or state.claim.expired()
-    if not full and state.started is None and unclaimed and _up_to_date(view, where, relations, state.committed):
+    idle = not full and state.started is None and unclaimed
+    if idle and _up_to_date(view, where, _source_versions(view, relations), state.committed):
         return _unchanged(view, state.committed, began)  # nothing to do: no claim, no commit
     with hold(progress, view.name, claim or ClaimSettings()) as held:
         state = held.state
@@ -140,25 +157,24 @@ def _source_versions(view: CompiledView, relations: dict[str, str]) -> dict[str,
     return {name: delta.latest_version(relations[name]) for name in view.definition.dependencies}
 
 
-def _up_to_date(view: CompiledView, where: ViewLocation, relations: dict[str, str], last: EpochRecord | None) -> bool:
-    """Whether the last committed epoch consumed every source's latest version with the
+def _up_to_date(view: CompiledView, where: ViewLocation, latest: dict[str, int], last: EpochRecord | None) -> bool:
+    """Whether the last committed epoch consumed every source's ``latest`` version with the
     current SQL, and its output is there."""
     if last is None or last.payload.get("sql_hash") != view.definition.sql_hash or not delta.is_delta_table(where.output):
         return False
-    consumed = {name: s["to"] for name, s in last.payload["sources"].items()}
-    return consumed == _source_versions(view, relations)
+    return {name: s["to"] for name, s in last.payload["sources"].items()} == latest
 
 
 def _plan_epoch(
     view: CompiledView, where: ViewLocation, relations: dict[str, str], state: ProgressState, *, full: bool, buckets: int
 ):
     """The next epoch's record, or None when no source moved and nothing forces a refresh."""
-    latest = state.committed
-    if not full and _up_to_date(view, where, relations, latest):
+    versions = _source_versions(view, relations)  # fixed here: the epoch reads up to these
+    if not full and _up_to_date(view, where, versions, state.committed):
         return None
-    last = latest.payload if latest else None
+    last = state.committed.payload if state.committed else None
     sources: dict[str, dict] = {}
-    for name, upto in _source_versions(view, relations).items():
+    for name, upto in versions.items():
         before = last["sources"].get(name) if last else None
         # Only the columns the view reads are recorded and compared: other columns may change freely.
         schema = cdc.column_signature(relations[name], upto, cdc.used_columns(view.root, name))

@@ -71,3 +71,28 @@ def test_a_compaction_of_a_moved_table_is_skipped(tmp_path):
     delta.write_epoch(uri, ROWS, epoch=_epoch(2), after=0, mode="append")
     assert not delta.rewrite(uri, ROWS, after=0, partition_by=[], row_group_rows=10)
     assert delta.latest_version(uri) == 1 and delta.read_small(uri).num_rows == 4
+
+
+def test_each_version_is_read_once_while_handles_are_reused(tmp_path):
+    uri = str(tmp_path / "state")
+    delta.write_epoch(uri, ROWS, epoch=_epoch(1), after=None, mode="overwrite")
+    with delta.reusing_handles():
+        before = delta.log_reads
+        assert delta.latest_version(uri) == 0  # the latest is always read from the log...
+        delta.row_count(uri, 0), delta.file_count(uri, 0), delta.arrow_schema(uri, 0)  # ...then kept
+        assert delta.log_reads - before == 1
+        # A writer takes the handle out (its commit moves it on): readers of version 0 and 1 see their own.
+        assert delta.write_epoch(uri, ROWS, epoch=_epoch(2), after=0, mode="append")
+        assert delta.row_count(uri, 0) == 2 and delta.row_count(uri, 1) == 4
+    assert delta.row_count(uri, 0) == 2
+
+
+def test_commits_between_versions_behind_the_latest(tmp_path):
+    # delta-rs' history() on an older handle numbers the newest commits from that handle's version.
+    uri = str(tmp_path / "t")
+    delta.create_table(uri, pa.table({"a": [1, 2, 3]}))
+    delta.delete_rows(uri, "a = 1")
+    delta.update_rows(uri, set_sql={"a": "a + 1"}, predicate="a = 2")
+    with delta.reusing_handles():
+        assert [(v, op) for v, op, _ in delta.operations_between(uri, 0, 1)] == [(1, "DELETE")]
+        assert [(v, op) for v, op, _ in delta.operations_between(uri, 0, 2)] == [(1, "DELETE"), (2, "UPDATE")]

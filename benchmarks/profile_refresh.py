@@ -1,0 +1,95 @@
+"""Where one incremental refresh spends its time: a profile of one TPC-H view's refresh.
+
+Builds the TPC-H sources at ``--sf`` (the parquet the benchmark generated is reused), builds
+the views, applies one untimed warm-up batch, then one more batch and profiles each view's
+refresh of it: wall time, Spark jobs, Delta log opens by table and by caller, and the
+functions with the most cumulative time (cProfile; time spent waiting on the JVM shows up
+under py4j's ``send_command``/``recv``).
+
+    python benchmarks/profile_refresh.py --sf 0.1 --views q03 [--top 25]
+
+Prints only; it is a tool for finding the next thing to optimize, not a benchmark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import cProfile
+import io
+import pstats
+import sys
+import time
+import traceback
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+import tpch_refresh as bench  # noqa: E402
+
+import ivm_assets.delta.tables as delta  # noqa: E402
+from ivm_assets.spark.session import get_spark, stop_spark  # noqa: E402
+
+
+def _caller() -> str:
+    """The first frame outside the delta module that led to a log open."""
+    for frame in reversed(traceback.extract_stack()[:-3]):
+        if not frame.filename.endswith("delta/tables.py"):
+            return f"{Path(frame.filename).name}:{frame.lineno} {frame.name}"
+    return "?"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sf", type=float, default=0.1)
+    parser.add_argument("--views", default="q03")
+    parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--rf2", choices=("random", "lowest"), default="random")
+    args = parser.parse_args()
+    views = args.views.split(",")
+
+    opens: collections.Counter[tuple[str, str]] = collections.Counter()
+    original = delta.open_table
+
+    def counted(uri: str, version: int | None = None):
+        opens[(Path(uri).name, "latest" if version is None else "at version", _caller())] += 1
+        return original(uri, version)
+
+    delta.open_table = counted
+    spark = get_spark()
+    try:
+        ctx = bench.prepare(spark, args.sf, views)
+        batches = bench.make_batches(spark, ctx.sources, 0.001, 7, rf2=args.rf2)
+        for view in views:
+            ctx.project.refresh(views=[view], full=True)
+        batches.apply()
+        for view in views:
+            ctx.project.refresh(views=[view])
+        batches.apply()
+        for view in views:
+            opens.clear()
+            profile = cProfile.Profile()
+            start = time.perf_counter()
+            profile.enable()
+            result = ctx.project.refresh(views=[view])[0]
+            profile.disable()
+            seconds = time.perf_counter() - start
+            print(f"\n=== {view}: {seconds:.2f} s, mode {result.mode}, rows in {result.rows_in}, out {result.rows_out}")
+            print("stats:", {k: v for k, v in result.stats.items() if not k.startswith("rows_in.")})
+            by_table: collections.Counter[str] = collections.Counter()
+            for (table, _, _), n in opens.items():
+                by_table[table] += n
+            print(f"log opens: {sum(opens.values())}; by table: {dict(by_table.most_common())}")
+            for (table, which, caller), n in opens.most_common(40):
+                print(f"  {n:3d}  {table:28s} {which:10s} {caller}")
+            out = io.StringIO()
+            pstats.Stats(profile, stream=out).sort_stats("cumulative").print_stats(args.top)
+            print(out.getvalue())
+    finally:
+        stop_spark()
+
+
+if __name__ == "__main__":
+    main()
