@@ -60,13 +60,11 @@ def _check(node: exp.Expression, add) -> None:  # noqa: C901 - one flat table of
     if isinstance(node, exp.Window):
         add("window function (OVER …)", node, r"\bover\b")
     elif isinstance(node, exp.Join):
-        side, kind = (node.args.get("side") or "").upper(), (node.args.get("kind") or "").upper()
-        if side:
-            add(f"{side} OUTER JOIN", node, rf"\b{side}\b")
+        kind = (node.args.get("kind") or "").upper()
+        if node.args.get("method"):
+            add(f"{node.args['method'].upper()} JOIN", node, r"\bnatural\b")
         elif kind in ("SEMI", "ANTI"):
             add(f"{kind} JOIN", node, rf"\b{kind}\b")
-        elif node.args.get("method"):
-            add(f"{node.args['method'].upper()} JOIN", node, r"\bnatural\b")
     elif isinstance(node, exp.Exists):
         add("EXISTS (subquery)", node, r"\bexists\b")
     elif isinstance(node, exp.In) and node.args.get("query"):

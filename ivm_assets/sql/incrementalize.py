@@ -23,8 +23,9 @@ from ivm_assets.operators.base import Operator
 from ivm_assets.operators.distinct import DistinctOp
 from ivm_assets.operators.join import JoinOp
 from ivm_assets.operators.linear import FilterOp, ProjectOp, ScanOp, UnionAllOp
+from ivm_assets.operators.outer_join import OuterJoinOp
 from ivm_assets.operators.set_operation import SetOperationOp
-from ivm_assets.sql.plan import Aggregate, Distinct, Except, Filter, Intersect, Join, Node, Plan, Project, Scan, UnionAll
+from ivm_assets.sql.plan import Aggregate, Distinct, Except, Filter, Intersect, Join, Node, OuterJoin, Plan, Project, Scan, UnionAll
 
 
 def incrementalize(plan: Plan) -> Operator:
@@ -46,6 +47,9 @@ def incrementalize(plan: Plan) -> Operator:
         if isinstance(node, Join):
             left = visit(node.left)
             return JoinOp(op_id, left, visit(node.right), node.left_keys, node.right_keys, node.residual)
+        if isinstance(node, OuterJoin):
+            left = visit(node.left)
+            return OuterJoinOp(op_id, left, visit(node.right), node.side, node.left_keys, node.right_keys, node.residual)
         if isinstance(node, Aggregate):
             return AggregateOp(op_id, visit(node.input), node.keys, node.aggs)
         if isinstance(node, Distinct):

@@ -3,8 +3,10 @@
 Input is the output of sqlglot's ``qualify`` (every column carries its table alias, stars
 are expanded, USING is rewritten to ON), already checked by Spark's analyzer and by
 :mod:`ivm_assets.sql.constructs`. FROM items and inner-join/WHERE conjuncts are folded into a
-left-deep join tree: a conjunct goes to the lowest point where all its tables are present,
-equalities between the two sides of a join become its keys, the rest a residual predicate.
+left-deep join tree: a conjunct goes to the lowest point where all its tables are present
+but never below an outer join that pads one of its tables with NULLs (see
+:func:`_placement`), equalities between the two sides of a join become its keys, the rest a
+residual predicate. An outer join keeps its own ON conditions.
 
 Example:
     >>> import sqlglot
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -26,7 +29,7 @@ from sqlglot import exp
 
 from ivm_assets.sql.constructs import SUPPORTED_AGGREGATES
 from ivm_assets.sql.plan import (
-    AggCall, Aggregate, Distinct, Except, Filter, Intersect, Join, Node, Plan, Project, Scan, UnionAll, q,
+    AggCall, Aggregate, Distinct, Except, Filter, Intersect, Join, Node, OuterJoin, Plan, Project, Scan, UnionAll, q,
 )
 
 
@@ -101,12 +104,10 @@ class _Lowering:
         from_ = select.args.get("from_") or select.args.get("from")
         if from_ is None:
             raise LoweringError("No lowering rule for SELECT without FROM")
-        items = [from_.this] + [j.this for j in select.args.get("joins") or []]
-        conjuncts = _conjuncts(select.args.get("where"))
-        for join in select.args.get("joins") or []:
-            conjuncts += _conjuncts(join.args.get("on"))
+        items = [_FromItem(from_.this, "first", ())]
+        items += [_FromItem(j.this, _join_kind(j), tuple(_conjuncts(j.args.get("on")))) for j in select.args.get("joins") or []]
         scope: dict[tuple[str, str], str] = {}
-        node = self.join_tree(items, conjuncts, scope, ctes)
+        node = self.join_tree(items, _conjuncts(select.args.get("where")), scope, ctes)
         projections = select.expressions
         has_aggregate = bool(select.args.get("group")) or any(
             _aggregates(p) for p in projections + [select.args.get("having")] if p is not None
@@ -145,45 +146,45 @@ class _Lowering:
         scope.update({(alias, n.lower()): f for n, f in zip(rel.names, fresh)})
         return Project(rel.node, tuple((f, q(c)) for f, c in zip(fresh, rel.node.columns)))
 
-    def join_tree(self, items, conjuncts, scope, ctes) -> Node:
-        pending = [(c, _tables(c)) for c in conjuncts]
+    def join_tree(self, items: list[_FromItem], where: list[exp.Expression], scope: dict, ctes) -> Node:
+        """The FROM items joined left to right, with every condition placed (see
+        :func:`_placement`): filters on one item, inner join conditions, filters above an
+        outer join, and a filter on top."""
+        placed, outer_on = _placement(items, where)
         acc: Node | None = None
-        present: set[str] = set()
-        for item in items:
-            node, alias = self.relation(item, ctes, scope)
-            own = [c for c, t in pending if t == {alias}]
-            pending = [(c, t) for c, t in pending if t != {alias}]
-            if own:
-                node = Filter(node, _render(_and(own), scope))
+        aliases = [i.alias for i in items]
+        for pos, item in enumerate(items):
+            node, alias = self.relation(item.expression, ctes, scope)
+            if placed[("own", pos)]:
+                node = Filter(node, _render(_and(placed[("own", pos)]), scope))
             if acc is None:
-                acc, present = node, {alias}
-                continue
-            ready = [(c, t) for c, t in pending if t and t <= present | {alias} and alias in t]
-            pending = [(c, t) for c, t in pending if not (t and t <= present | {alias} and alias in t)]
-            acc = self.join(acc, node, present, alias, [c for c, _ in ready], scope)
-            present.add(alias)
+                acc = node
+            else:
+                if placed[("pre", pos)]:
+                    acc = Filter(acc, _render(_and(placed[("pre", pos)]), scope))
+                present = set(aliases[:pos])
+                if item.kind in _OUTER:
+                    acc = self.outer_join(acc, node, item.kind, present, alias, outer_on[pos], scope)
+                else:
+                    acc = self.join(acc, node, present, alias, placed[("on", pos)], scope)
+            if placed[("after", pos)]:
+                acc = Filter(acc, _render(_and(placed[("after", pos)]), scope))
         assert acc is not None
-        if pending:
-            acc = Filter(acc, _render(_and([c for c, _ in pending]), scope))
+        if placed[("end",)]:
+            acc = Filter(acc, _render(_and(placed[("end",)]), scope))
         return acc
 
     def join(self, left: Node, right: Node, present: set[str], alias: str, conds, scope) -> Node:
-        left_keys: list[exp.Expression] = []
-        right_keys: list[exp.Expression] = []
-        residual: list[exp.Expression] = []
-        for cond in conds:
-            if isinstance(cond, exp.EQ):
-                lt, rt = _tables(cond.this), _tables(cond.expression)
-                if lt and rt and lt <= present and rt == {alias}:
-                    left_keys.append(cond.this), right_keys.append(cond.expression)
-                    continue
-                if lt and rt and rt <= present and lt == {alias}:
-                    left_keys.append(cond.expression), right_keys.append(cond.this)
-                    continue
-            residual.append(cond)
+        left_keys, right_keys, residual = _split_keys(conds, present, alias)
         left, lcols = self.key_columns(left, left_keys, scope)
         right, rcols = self.key_columns(right, right_keys, scope)
         return Join(left, right, lcols, rcols, _render(_and(residual), scope) if residual else None)
+
+    def outer_join(self, left: Node, right: Node, side: str, present: set[str], alias: str, conds, scope) -> Node:
+        left_keys, right_keys, residual = _split_keys(conds, present, alias)
+        left, lcols = self.key_columns(left, left_keys, scope)
+        right, rcols = self.key_columns(right, right_keys, scope)
+        return OuterJoin(left, right, side, lcols, rcols, _render(_and(residual), scope) if residual else None)
 
     def key_columns(self, node: Node, keys: list[exp.Expression], scope) -> tuple[Node, tuple[str, ...]]:
         """Join keys as columns of ``node``: plain columns as they are, expressions computed."""
@@ -241,6 +242,107 @@ class _Lowering:
             (self.fresh(p.alias_or_name), _render(p.unalias().transform(replace), {})) for p in select.expressions
         )
         return Project(result, exprs), tuple(p.alias_or_name for p in select.expressions)
+
+
+_OUTER = ("left", "right", "full")
+
+
+@dataclass(frozen=True)
+class _FromItem:
+    """One FROM item: the relation, how it joins the items before it, its ON conjuncts."""
+
+    expression: exp.Expression
+    kind: str  # "first", "inner", "left", "right" or "full"
+    on: tuple[exp.Expression, ...]
+
+    @property
+    def alias(self) -> str:
+        return self.expression.alias_or_name.lower()
+
+
+def _join_kind(join: exp.Join) -> str:
+    if join.args.get("method") or join.args.get("using"):
+        raise LoweringError(f"No lowering rule for {join.args.get('method') or 'USING'} JOIN")
+    side, kind = (join.args.get("side") or "").lower(), (join.args.get("kind") or "").lower()
+    if kind in ("semi", "anti"):
+        raise LoweringError(f"No lowering rule for {kind.upper()} JOIN")
+    return side if side in _OUTER else "inner"
+
+
+def _placement(items: list[_FromItem], where: list[exp.Expression]):
+    """Where each condition goes in the left-deep join tree of ``items``.
+
+    A condition applies at the lowest point where all its tables are present, except that
+    it never moves below an outer join that pads one of its tables with NULLs (a LEFT
+    JOIN pads its new item, a RIGHT JOIN the items before it, FULL both): WHERE conditions
+    on a padded item stay above that join, and so do an inner join's ON conditions below
+    which such a join lies within their scope. At its point a condition on one item alone
+    filters that item, one across items joins them (inner join) or filters the result
+    (outer join). An outer join's own ON conditions stay with it, except those on its
+    padded side alone (LEFT: the new item; RIGHT: the items before), which filter that
+    side first. Returns (position → conditions, outer join position → its ON conditions);
+    positions are ("own", i), ("pre", i) (the items before i), ("on", i), ("after", i),
+    ("end",).
+    """
+    aliases = [i.alias for i in items]
+    index = {a: i for i, a in enumerate(aliases)}
+    pads = [
+        ({a} if i.kind in ("left", "full") else set()) | (set(aliases[:n]) if i.kind in ("right", "full") else set())
+        for n, (a, i) in enumerate(zip(aliases, items))
+    ]
+    any_outer = any(i.kind in _OUTER for i in items)
+    placed: dict[tuple, list[exp.Expression]] = defaultdict(list)
+    outer_on: dict[int, list[exp.Expression]] = defaultdict(list)
+
+    def place(cond: exp.Expression, scope_end: int, is_where: bool) -> None:
+        tables = _tables(cond)
+        if not tables <= set(index):
+            raise LoweringError(f"No lowering rule for a condition on tables outside its FROM: {cond.sql('spark')}")
+        if not tables:
+            placed[("on", scope_end) if any_outer and not is_where else ("end",)].append(cond)
+            return
+        barrier = max((n for n in range(1, scope_end + 1) if pads[n] & tables), default=-1)
+        pos = max(max(index[t] for t in tables), barrier)
+        if tables == {aliases[pos]} and aliases[pos] not in pads[pos]:
+            placed[("own", pos)].append(cond)
+        elif items[pos].kind in _OUTER:
+            placed[("after", pos)].append(cond)
+        else:
+            placed[("on", pos)].append(cond)
+
+    for cond in where:
+        place(cond, len(items) - 1, True)
+    for pos, item in enumerate(items):
+        for cond in item.on:
+            tables = _tables(cond)
+            if item.kind not in _OUTER:
+                place(cond, pos, False)
+            elif tables and item.kind == "left" and tables <= {aliases[pos]}:
+                placed[("own", pos)].append(cond)
+            elif tables and item.kind == "right" and tables <= set(aliases[:pos]):
+                placed[("pre", pos)].append(cond)
+            else:
+                outer_on[pos].append(cond)
+    return placed, outer_on
+
+
+def _split_keys(conds, present: set[str], alias: str):
+    """Join conditions as (left key expressions, right key expressions, the rest):
+    equalities between the items ``present`` and the new item ``alias`` become keys."""
+    left_keys: list[exp.Expression] = []
+    right_keys: list[exp.Expression] = []
+    residual: list[exp.Expression] = []
+    for cond in conds:
+        if isinstance(cond, exp.EQ):
+            lt, rt = _tables(cond.this), _tables(cond.expression)
+            if lt and rt and lt <= present and rt == {alias}:
+                left_keys.append(cond.this), right_keys.append(cond.expression)
+                continue
+            if lt and rt and rt <= present and lt == {alias}:
+                left_keys.append(cond.expression), right_keys.append(cond.this)
+                continue
+        residual.append(cond)
+    return left_keys, right_keys, residual
 
 
 def _agg_parts(agg: exp.AggFunc) -> tuple[str, exp.Expression | None]:

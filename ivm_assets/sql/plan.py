@@ -35,6 +35,16 @@ def _check_unique(columns: tuple[str, ...], what: str) -> None:
         raise ValueError(f"{what}: duplicate column names {columns}")
 
 
+def _check_join(node: Join | OuterJoin, what: str) -> None:
+    """Keys pair up and belong to their side; sets the output columns (left's, right's)."""
+    if len(node.left_keys) != len(node.right_keys):
+        raise ValueError(f"{what}: as many left keys as right keys")
+    if not set(node.left_keys) <= set(node.left.columns) or not set(node.right_keys) <= set(node.right.columns):
+        raise ValueError(f"{what}: keys must be columns of their side")
+    object.__setattr__(node, "columns", node.left.columns + node.right.columns)
+    _check_unique(node.columns, what)
+
+
 @dataclass(frozen=True)
 class Scan(Node):
     """All rows of a source table or an upstream view (``relation``), renamed to ``columns``."""
@@ -103,12 +113,33 @@ class Join(Node):
     columns: tuple[str, ...] = field(init=False)
 
     def __post_init__(self) -> None:
-        if len(self.left_keys) != len(self.right_keys):
-            raise ValueError("Join: as many left keys as right keys")
-        if not set(self.left_keys) <= set(self.left.columns) or not set(self.right_keys) <= set(self.right.columns):
-            raise ValueError("Join: keys must be columns of their side")
-        object.__setattr__(self, "columns", self.left.columns + self.right.columns)
-        _check_unique(self.columns, "Join")
+        _check_join(self, "Join")
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.left, self.right)
+
+
+@dataclass(frozen=True)
+class OuterJoin(Node):
+    """``side`` (LEFT, RIGHT or FULL) outer join on ``left_keys[i] = right_keys[i]`` and
+    ``residual``: the inner join's rows, plus each row of a preserved side that matches
+    none, with NULLs for the other side's columns. Output columns are the left's then the
+    right's. WHERE conditions never go in here: they apply above, to the padded rows too.
+    """
+
+    left: Node
+    right: Node
+    side: Literal["left", "right", "full"]
+    left_keys: tuple[str, ...]
+    right_keys: tuple[str, ...]
+    residual: str | None = None
+    columns: tuple[str, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        if self.side not in ("left", "right", "full"):
+            raise ValueError(f"OuterJoin: side must be left, right or full, not {self.side!r}")
+        _check_join(self, "OuterJoin")
 
     @property
     def children(self) -> tuple[Node, ...]:

@@ -17,7 +17,7 @@ from functools import lru_cache
 import sqlglot
 from sqlglot import exp
 
-from ivm_assets.sql.plan import Aggregate, Distinct, Except, Filter, Intersect, Join, Node, Plan, Project, Scan, UnionAll
+from ivm_assets.sql.plan import Aggregate, Distinct, Except, Filter, Intersect, Join, Node, OuterJoin, Plan, Project, Scan, UnionAll
 
 
 @lru_cache(maxsize=4096)
@@ -38,12 +38,14 @@ def _prune(node: Node, needed: frozenset[str]) -> Node:
         return Project(_prune(node.input, below), exprs)
     if isinstance(node, Filter):
         return Filter(_prune(node.input, needed | references(node.predicate)), node.predicate)
-    if isinstance(node, Join):
+    if isinstance(node, (Join, OuterJoin)):
         uses = needed | set(node.left_keys) | set(node.right_keys)
         if node.residual:
             uses |= references(node.residual)
         left = _prune(node.left, frozenset(c for c in node.left.columns if c in uses))
         right = _prune(node.right, frozenset(c for c in node.right.columns if c in uses))
+        if isinstance(node, OuterJoin):
+            return OuterJoin(left, right, node.side, node.left_keys, node.right_keys, node.residual)
         return Join(left, right, node.left_keys, node.right_keys, node.residual)
     if isinstance(node, Aggregate):
         uses = frozenset(node.keys) | frozenset(a.arg for a in node.aggs if a.arg)

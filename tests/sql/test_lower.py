@@ -11,7 +11,7 @@ import sqlglot
 from sqlglot.optimizer.qualify import qualify
 
 from ivm_assets.sql.lower import lower
-from ivm_assets.sql.plan import Distinct, Except, Intersect, Node, Project, UnionAll, walk
+from ivm_assets.sql.plan import Distinct, Except, Filter, Intersect, Join, Node, OuterJoin, Project, UnionAll, walk
 
 SCHEMA = {"t": {"id": "bigint", "k": "bigint", "v": "bigint"}, "u": {"id": "bigint", "k": "bigint", "w": "bigint"}}
 
@@ -38,3 +38,51 @@ def test_intersect_binds_tighter_than_except():
     assert isinstance(root, Except) and root.all
     assert isinstance(root.right, Intersect) and not root.right.all
     assert kinds(root).count("Scan") == 3 and all(isinstance(n, Project) for n in (root.left, root.right.left))
+
+
+def only(root: Node, cls):
+    (found,) = [n for n in walk(root) if isinstance(n, cls)]
+    return found
+
+
+def test_left_join_keeps_where_on_the_padded_side_above_it():
+    root = plan_of(
+        "SELECT t.id FROM t LEFT JOIN u ON t.k = u.k AND u.w > 1 AND t.v = 2 WHERE u.w IS NULL AND t.v > 0"
+    )
+    join = only(root, OuterJoin)
+    assert join.side == "left" and len(join.left_keys) == 1
+    assert join.residual is not None and "= 2" in join.residual  # an ON condition on the preserved side stays in ON
+    assert isinstance(join.right, Filter) and "> 1" in join.right.predicate  # pushed into the padded side
+    assert isinstance(join.left, Filter) and "> 0" in join.left.predicate  # WHERE on the preserved side: below
+    above = [n for n in walk(root) if isinstance(n, Filter) and join in n.children]
+    assert len(above) == 1 and "IS NULL" in above[0].predicate  # WHERE on the padded side: above
+
+
+def test_right_join_pads_the_items_before_it():
+    root = plan_of("SELECT t.id FROM t RIGHT JOIN u ON t.k = u.k AND t.v > 1 WHERE t.v < 5 AND u.w = 3")
+    join = only(root, OuterJoin)
+    assert join.side == "right" and join.residual is None
+    assert isinstance(join.left, Filter) and "> 1" in join.left.predicate
+    assert isinstance(join.right, Filter) and "= 3" in join.right.predicate
+    above = [n for n in walk(root) if isinstance(n, Filter) and join in n.children]
+    assert len(above) == 1 and "< 5" in above[0].predicate
+
+
+def test_inner_join_conditions_around_outer_joins():
+    # The inner join after a LEFT JOIN takes its key from the padded item at its own point ...
+    root = plan_of("SELECT t.id FROM t LEFT JOIN u ON t.k = u.k JOIN t AS t2 ON t2.k = u.k")
+    inner = only(root, Join)
+    assert isinstance(inner.left, OuterJoin) and len(inner.left_keys) == 1
+    # ... and an inner join below a RIGHT JOIN keeps its condition below it.
+    root = plan_of("SELECT t.id FROM t JOIN u ON t.k = u.k RIGHT JOIN t AS t2 ON t2.v = u.w")
+    outer = only(root, OuterJoin)
+    assert isinstance(outer.left, Join) and len(outer.left.left_keys) == 1 and len(outer.left_keys) == 1
+    assert not any(isinstance(n, Filter) for n in walk(root))
+
+
+def test_full_join_keeps_every_where_condition_above():
+    root = plan_of("SELECT t.id FROM t FULL JOIN u ON t.k = u.k AND t.v < u.w WHERE t.v > 0 AND u.w > 0")
+    join = only(root, OuterJoin)
+    assert join.side == "full" and join.residual is not None
+    assert not isinstance(join.left, Filter) and not isinstance(join.right, Filter)
+    assert sum(isinstance(n, Filter) for n in walk(root)) == 1
