@@ -96,3 +96,14 @@ def test_commits_between_versions_behind_the_latest(tmp_path):
     with delta.reusing_handles():
         assert [(v, op) for v, op, _ in delta.operations_between(uri, 0, 1)] == [(1, "DELETE")]
         assert [(v, op) for v, op, _ in delta.operations_between(uri, 0, 2)] == [(1, "DELETE"), (2, "UPDATE")]
+
+
+def test_a_long_log_is_checkpointed(tmp_path):
+    # Every refresh commits to the progress log at least twice: opening it must not replay
+    # thousands of commits. delta-rs writes a checkpoint every 100 commits, for these too.
+    uri = str(tmp_path / "progress")
+    delta.commit_metadata(uri, {"n": "0"}, after=None, schema=pa.schema([("a", pa.int64())]))
+    for n in range(100):
+        delta.commit_metadata(uri, {"n": str(n + 1)}, after=n, schema=None)
+    assert (tmp_path / "progress" / "_delta_log" / f"{99:020d}.checkpoint.parquet").exists()
+    assert delta.head(uri)[1]["n"] == "100"
