@@ -14,6 +14,7 @@ table version and swaps in one put-if-absent of the log file). A lost race surfa
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import shutil
@@ -337,19 +338,19 @@ def read_files_arrow(
     """
     partitions = set(snap.table.metadata().partition_columns)
     schema = pa.schema([f for f in normalize_schema_of(snap.table) if f.name not in partitions])
-    present = low = high = None
+    present = None
+    wanted_sorted: list = []
     keep_nulls = False
     if key is not None and values is not None:
         values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
         keep_nulls = values.null_count > 0
         present = pa.array(pc.drop_null(values).to_pylist(), schema.field(key).type)
-        if len(present):
-            low, high = (v.as_py() for v in pc.min_max(present).values())
+        wanted_sorted = pc.unique(present).sort().to_pylist()
     parts = [schema.empty_table()]
     for path in snap.files:
         parquet = pq.ParquetFile(path.removeprefix("file://"))
         for group in range(parquet.num_row_groups):
-            if present is not None and _skips(parquet.metadata.row_group(group), key, low, high, keep_nulls):
+            if present is not None and _skips(parquet.metadata.row_group(group), key, wanted_sorted, keep_nulls):
                 continue
             rows = _conform(parquet.read_row_group(group), schema)
             if present is not None:
@@ -361,9 +362,14 @@ def read_files_arrow(
     return pa.concat_tables(parts)
 
 
-def _skips(group, key: str, low, high, keep_nulls: bool) -> bool:
-    """Whether row group statistics prove no row of ``group`` has a ``key`` in [low, high]
-    (or, with ``keep_nulls``, a NULL key)."""
+def _skips(group, key: str, wanted: list, keep_nulls: bool) -> bool:
+    """Whether row group statistics prove no row of ``group`` has a ``key`` among ``wanted``
+    (sorted; or, with ``keep_nulls``, a NULL key).
+
+    Each wanted key is placed among the group's [min, max] by bisection, so keys scattered
+    over the whole range (random orders deleted, random customers updated) still skip every
+    row group that holds none of them; state rows are sorted by key within a file.
+    """
     for i in range(group.num_columns):
         column = group.column(i)
         if column.path_in_schema != key:
@@ -373,11 +379,12 @@ def _skips(group, key: str, low, high, keep_nulls: bool) -> bool:
             return False
         if keep_nulls and (stats.null_count is None or stats.null_count > 0):
             return False
-        if low is None:
+        if not wanted:
             return True  # only NULLs wanted, and none here
         try:
-            return stats.max < low or stats.min > high
-        except TypeError:
+            first = bisect.bisect_left(wanted, stats.min)
+            return first == len(wanted) or wanted[first] > stats.max
+        except TypeError:  # statistics of a type the values do not compare with
             return False
     return False
 

@@ -107,3 +107,15 @@ def test_a_long_log_is_checkpointed(tmp_path):
         delta.commit_metadata(uri, {"n": str(n + 1)}, after=n, schema=None)
     assert (tmp_path / "progress" / "_delta_log" / f"{99:020d}.checkpoint.parquet").exists()
     assert delta.head(uri)[1]["n"] == "100"
+
+
+def test_a_lookup_of_scattered_keys_skips_row_groups_holding_none_of_them(tmp_path):
+    import pyarrow.parquet as pq
+
+    path = str(tmp_path / "sorted.parquet")
+    pq.write_table(pa.table({"k": pa.array(range(400), pa.int64())}), path, row_group_size=100)
+    meta = pq.ParquetFile(path).metadata
+    wanted = [5, 350]  # the first and the last group; their range would cover all four
+    read = [g for g in range(meta.num_row_groups) if not delta._skips(meta.row_group(g), "k", wanted, False)]
+    assert read == [0, 3]
+    assert [g for g in range(4) if not delta._skips(meta.row_group(g), "k", [], True)] == []  # only NULLs, none here
