@@ -1,5 +1,5 @@
 """What the operators that look state up by the keys of two inputs share (outer, semi and
-anti joins): rows with a NULL key set apart, and one lookup batch for the keys of both
+anti joins): rows with a NULL key set apart, and one state lookup for the keys of both
 inputs' change sets.
 
 Both work on change sets already materialized (:func:`~ivm_assets.operators.base.materialize`):
@@ -9,14 +9,18 @@ another Spark job.
 
 from __future__ import annotations
 
+from functools import reduce
+
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
-from ivm_assets.operators.base import Batch, col
+from ivm_assets.operators.base import Batch, EpochContext, col
 from ivm_assets.spark.arrow import to_spark
-from ivm_assets.state.arrangement import BUCKET
+from ivm_assets.sql.plan import q
+from ivm_assets.state.arrangement import BUCKET, StateTable
 
 
 def all_present(keys: tuple[str, ...]) -> Column:
@@ -39,30 +43,66 @@ def split_null_keys(spark: SparkSession, batch: Batch, keys: tuple[str, ...]) ->
         return batch, batch.df.limit(0)
     if batch.table is None:
         return Batch(batch.df.filter(all_present(keys)), batch.rows), batch.df.filter(~all_present(keys))
-    mask = pc.and_(*[pc.is_valid(batch.table.column(k)) for k in keys]) if len(keys) > 1 else pc.is_valid(batch.table.column(keys[0]))
+    mask = pc.is_valid(batch.table.column(keys[0]))
+    for k in keys[1:]:
+        mask = pc.and_(mask, pc.is_valid(batch.table.column(k)))
     keyed, nulls = batch.table.filter(mask), batch.table.filter(pc.invert(mask))
     keyed_batch = batch if nulls.num_rows == 0 else Batch(to_spark(spark, keyed), keyed.num_rows, keyed)
     null_df = batch.df.limit(0) if nulls.num_rows == 0 else to_spark(spark, nulls)
     return keyed_batch, null_df
 
 
-def touched_keys(spark: SparkSession, parts: list[tuple[Batch, tuple[str, ...]]], names: tuple[str, ...]) -> Batch:
-    """The keys of several change sets (each with ``__bucket`` over its keys, hashed alike)
-    as one batch whose key columns are called ``names``: one state lookup for all of them.
+# Change sets with the names of their key columns, e.g. [(left change, left keys), …].
+Parts = list[tuple[Batch, tuple[str, ...]]]
 
-    Arrow copies are combined on the driver, key types cast to the first part's (an INT
-    key beside a BIGINT one); parts that cannot be (no Arrow copy, types that do not
-    cast) are combined by Spark instead, which costs the lookup its driver-side path.
+
+def lookup(ctx: EpochContext, table: StateTable, parts: Parts) -> DataFrame | None:
+    """The current rows of ``table`` whose key equals a key of some row of ``parts`` (change
+    sets, each with ``__bucket`` over its keys, hashed alike); None when the state is empty.
+
+    Keys of one kind (same types, or numbers) are combined into one lookup, named as the
+    first part's keys: put the table's own side first. A string key beside a number or a
+    date compares through Spark's casts ('5.0' = 5), which combining the keys in one
+    column would change: then each part looks up on its own, and rows a later part finds
+    again are left out, so every row comes once.
     """
-    frames = [b.df.select(*[col(k).alias(n) for k, n in zip(keys, names)], col(BUCKET)) for b, keys in parts]
     parts = [(b, keys) for b, keys in parts if b.rows]
     if not parts:
-        return Batch(frames[0].limit(0), 0)
+        return None
+    first_types = [parts[0][0].df.schema[k].dataType for k in parts[0][1]]
+    if all(_alike(b.df.schema[k].dataType, t) for b, keys in parts for k, t in zip(keys, first_types)):
+        raw = table.read(ctx, _combined(ctx, parts), parts[0][1])
+        return table.current(raw.df) if raw is not None else None
+    rows: DataFrame | None = None
+    for i, (batch, keys) in enumerate(parts):
+        raw = table.read(ctx, batch, keys)
+        if raw is None:
+            return None  # no state yet
+        found = raw.df
+        for earlier, earlier_keys in parts[:i]:
+            seen = earlier.df.select(*[col(k) for k in earlier_keys]).distinct()
+            same = [found[q(a)] == seen[q(b)] for a, b in zip(table.keys, earlier_keys)]
+            found = found.join(seen, reduce(lambda x, y: x & y, same), "left_anti")
+        rows = found if rows is None else rows.unionByName(found)
+    return table.current(rows) if rows is not None else None
+
+
+def _alike(a: T.DataType, b: T.DataType) -> bool:
+    """Keys whose values compare the same in one column of either type: same types, or numbers."""
+    return a == b or (isinstance(a, T.NumericType) and isinstance(b, T.NumericType))
+
+
+def _combined(ctx: EpochContext, parts: Parts) -> Batch:
+    """The keys of ``parts`` (with their buckets) as one batch, named as the first part's.
+
+    Arrow copies are combined on the driver, key types cast to the first part's (an INT
+    key beside a BIGINT one); without Arrow copies, or for values the first part's type
+    cannot hold, Spark combines them (widening the types).
+    """
+    names = parts[0][1]
     frames = [b.df.select(*[col(k).alias(n) for k, n in zip(keys, names)], col(BUCKET)) for b, keys in parts]
+    df = reduce(DataFrame.unionAll, frames)
     rows = sum(b.rows for b, _ in parts)
-    df = frames[0]
-    for other in frames[1:]:
-        df = df.unionAll(other)
     if any(b.table is None for b, _ in parts):
         return Batch(df, rows)
     tables = [b.table.select([*keys, BUCKET]).rename_columns([*names, BUCKET]) for b, keys in parts]
@@ -70,4 +110,4 @@ def touched_keys(spark: SparkSession, parts: list[tuple[Batch, tuple[str, ...]]]
         table = pa.concat_tables([t.cast(tables[0].schema) for t in tables])
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return Batch(df, rows)
-    return Batch(to_spark(spark, table), table.num_rows, table)
+    return Batch(to_spark(ctx.spark, table), table.num_rows, table)

@@ -34,9 +34,9 @@ from pyspark.sql import types as T
 from ivm_assets.delta.tables import WEIGHT
 from ivm_assets.operators.base import Batch, EpochContext, Operator, col, consolidate, materialize, nothing
 from ivm_assets.operators.join import JoinOp
-from ivm_assets.operators.keys import split_null_keys, touched_keys
+from ivm_assets.operators.keys import lookup, split_null_keys
 from ivm_assets.sql.plan import q
-from ivm_assets.state.arrangement import BUCKET, StateRead, hash_type, with_bucket
+from ivm_assets.state.arrangement import BUCKET, hash_type, with_bucket
 
 Side = Literal["left", "right", "full"]
 
@@ -79,10 +79,6 @@ class OuterJoinOp(JoinOp):
         change = with_bucket(change, keys, ctx.buckets, types)
         return nothing(change) if op.unchanged(ctx) else materialize(change, small=not ctx.full)
 
-    @staticmethod
-    def _current(read: StateRead | None, table) -> DataFrame | None:
-        return table.current(read.df) if read is not None else None
-
     def step(self, ctx: EpochContext) -> DataFrame:
         left_change = consolidate(self.left.step(ctx), self.left.columns)
         right_change = consolidate(self.right.step(ctx), self.right.columns)
@@ -101,9 +97,8 @@ class OuterJoinOp(JoinOp):
             parts.append(self._pad(left_nulls.drop(BUCKET), True, column_types))
         if "right" in self.preserved:
             parts.append(self._pad(right_nulls.drop(BUCKET), False, column_types))
-        touched = touched_keys(ctx.spark, [(dl, self.left_keys), (dr, self.right_keys)], self.left_keys)
-        old_left = self._current(self.left_state.read(ctx, touched, self.left_keys), self.left_state)
-        old_right = self._current(self.right_state.read(ctx, touched, self.left_keys), self.right_state)
+        old_left = lookup(ctx, self.left_state, [(dl, self.left_keys), (dr, self.right_keys)])
+        old_right = lookup(ctx, self.right_state, [(dr, self.right_keys), (dl, self.left_keys)])
         # The inner part, as the inner join computes it.
         if old_right is not None and dl.rows:
             parts.append(self._join(left, old_right))
@@ -112,7 +107,7 @@ class OuterJoinOp(JoinOp):
         if dl.rows and dr.rows:
             parts.append(self._join(left, right))
         # The padded part of the touched keys: new − old.
-        if touched.rows:
+        if dl.rows or dr.rows:
             sides = {True: (left, old_left, self.left.columns), False: (right, old_right, self.right.columns)}
             for mine_is_left in [s == "left" for s in self.preserved]:
                 (m_delta, m_old, m_cols), (o_delta, o_old, o_cols) = sides[mine_is_left], sides[not mine_is_left]

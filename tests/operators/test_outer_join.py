@@ -2,7 +2,8 @@
 
 Keys and values hold NULLs and duplicates; updates move rows between keys, so keys gain
 their first match and lose their last. The views cover a residual ON condition, a WHERE
-above the padded rows, two-column keys and an aggregate over a full join.
+above the padded rows, two-column keys, keys of different types and an aggregate over a
+full join.
 """
 
 from __future__ import annotations
@@ -20,10 +21,13 @@ def test_outer_joins(spark, data):
         spark,
         data,
         {
-            "left_filtered": "SELECT t.id, u.id AS uid, u.v FROM t LEFT JOIN u ON t.k = u.k AND t.v <= u.v + 1 "
-            "WHERE u.id IS NULL OR t.v > 0",
-            "right_two_keys": "SELECT t.id, u.id AS uid FROM t RIGHT JOIN u ON t.v = u.v AND t.s = u.s",
-            "full_counted": "SELECT t.k, COUNT(u.id) AS n, COUNT(*) AS c FROM t FULL JOIN u ON t.k = u.k GROUP BY t.k",
+            # Two joins in one view: each view costs a refresh and an oracle check per batch.
+            "left_and_right": "SELECT t.id, u.id AS uid FROM t LEFT JOIN u ON t.k = u.k AND t.v <= u.v + 1 "
+            "WHERE u.id IS NULL OR t.v > 0 "
+            "UNION ALL SELECT t.id, u.id FROM t RIGHT JOIN u ON t.v = u.v AND t.s = u.s",
+            # A STRING key beside a BIGINT one: Spark compares them through a cast.
+            "full_counted": "SELECT t.k, COUNT(u.id) AS n, COUNT(*) AS c FROM t FULL JOIN u ON CAST(t.k AS STRING) = u.k "
+            "GROUP BY t.k",
         },
         tables=("t", "u"),
     )
