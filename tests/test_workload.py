@@ -29,6 +29,9 @@ VIEWS = {
     "UNION ALL SELECT 'customer' AS kind, cust FROM customers WHERE region <> 'x'",
     "repeat_buyers": "WITH live AS (SELECT * FROM orders WHERE status IS NULL OR status <> 'void') "
     "SELECT cust, MIN(amount) AS smallest, COUNT(*) AS n FROM live GROUP BY cust HAVING COUNT(*) >= 2",
+    # An outer join (NULL-padded customers) and a NOT IN subquery.
+    "open_customers": "SELECT c.cust, c.region, o.id FROM customers c LEFT JOIN orders o ON o.cust = c.cust AND o.status = 'new' "
+    "WHERE c.cust NOT IN (SELECT cust FROM orders WHERE status = 'void')",
     "latest_per_customer": "SELECT cust, id FROM (SELECT cust, id, ROW_NUMBER() OVER (PARTITION BY cust ORDER BY id DESC) AS r "
     "FROM orders) WHERE r = 1",
 }

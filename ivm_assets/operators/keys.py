@@ -52,6 +52,16 @@ def split_null_keys(spark: SparkSession, batch: Batch, keys: tuple[str, ...]) ->
     return keyed_batch, null_df
 
 
+def rebucket(spark: SparkSession, batch: Batch, column: str) -> Batch:
+    """``batch`` with ``column``, a second bucket column computed along with it (over other
+    keys), as its ``__bucket``: one materialized change stored in tables keyed differently."""
+    if batch.table is not None:
+        table = batch.table.drop_columns([BUCKET])
+        table = table.rename_columns([BUCKET if n == column else n for n in table.column_names])
+        return Batch(to_spark(spark, table), table.num_rows, table)
+    return Batch(batch.df.drop(BUCKET).withColumnRenamed(column, BUCKET), batch.rows)
+
+
 # Change sets with the names of their key columns, e.g. [(left change, left keys), …].
 Parts = list[tuple[Batch, tuple[str, ...]]]
 

@@ -60,16 +60,15 @@ def _check(node: exp.Expression, add) -> None:  # noqa: C901 - one flat table of
     if isinstance(node, exp.Window):
         add("window function (OVER …)", node, r"\bover\b")
     elif isinstance(node, exp.Join):
-        kind = (node.args.get("kind") or "").upper()
         if node.args.get("method"):
             add(f"{node.args['method'].upper()} JOIN", node, r"\bnatural\b")
-        elif kind in ("SEMI", "ANTI"):
-            add(f"{kind} JOIN", node, rf"\b{kind}\b")
-    elif isinstance(node, exp.Exists):
-        add("EXISTS (subquery)", node, r"\bexists\b")
-    elif isinstance(node, exp.In) and node.args.get("query"):
-        add("IN (subquery)", node, r"\bin\s*\(\s*select\b")
-    elif isinstance(node, exp.Subquery) and not isinstance(node.parent, (exp.From, exp.Join, exp.With, exp.CTE, exp.SetOperation)):
+    elif isinstance(node, exp.Exists) and not _where_conjunct(node):
+        add("EXISTS (subquery) other than a condition of WHERE", node, r"\bexists\b")
+    elif isinstance(node, exp.In) and node.args.get("query") and not _where_conjunct(node):
+        add("IN (subquery) other than a condition of WHERE", node, r"\bin\s*\(\s*select\b")
+    elif isinstance(node, exp.Subquery) and not isinstance(
+        node.parent, (exp.From, exp.Join, exp.With, exp.CTE, exp.SetOperation)
+    ):
         if not isinstance(node.parent, exp.In):
             add("scalar subquery", node, r"\(\s*select\b")
     elif isinstance(node, exp.Limit):
@@ -91,6 +90,19 @@ def _check(node: exp.Expression, add) -> None:  # noqa: C901 - one flat table of
         add("generator / LATERAL VIEW", node, r"\blateral\b|\bexplode\b|\binline\b|\bposexplode\b")
     elif isinstance(node, (exp.Pivot, exp.TableSample, exp.Values, exp.Qualify)):
         add(type(node).__name__.upper(), node, rf"\b{type(node).__name__}\b")
+
+
+def _where_conjunct(node: exp.Expression) -> bool:
+    """Whether ``node`` (or NOT ``node``) is one of the AND-ed conditions of a WHERE: the
+    place where [NOT] EXISTS and [NOT] IN (subquery) become semi and anti joins."""
+    parent = node.parent
+    while isinstance(parent, exp.Paren):
+        parent = parent.parent
+    if isinstance(parent, exp.Not):
+        parent = parent.parent
+    while isinstance(parent, (exp.Paren, exp.And)):
+        parent = parent.parent
+    return isinstance(parent, exp.Where) and isinstance(parent.parent, exp.Select)
 
 
 def _check_aggregate(node: exp.AggFunc, add) -> None:

@@ -24,8 +24,11 @@ from ivm_assets.operators.distinct import DistinctOp
 from ivm_assets.operators.join import JoinOp
 from ivm_assets.operators.linear import FilterOp, ProjectOp, ScanOp, UnionAllOp
 from ivm_assets.operators.outer_join import OuterJoinOp
+from ivm_assets.operators.semi_join import NotInOp, SemiJoinOp
 from ivm_assets.operators.set_operation import SetOperationOp
-from ivm_assets.sql.plan import Aggregate, Distinct, Except, Filter, Intersect, Join, Node, OuterJoin, Plan, Project, Scan, UnionAll
+from ivm_assets.sql.plan import (
+    Aggregate, Distinct, Except, Filter, Intersect, Join, Node, OuterJoin, Plan, Project, Scan, SemiJoin, UnionAll,
+)
 
 
 def incrementalize(plan: Plan) -> Operator:
@@ -50,6 +53,11 @@ def incrementalize(plan: Plan) -> Operator:
         if isinstance(node, OuterJoin):
             left = visit(node.left)
             return OuterJoinOp(op_id, left, visit(node.right), node.side, node.left_keys, node.right_keys, node.residual)
+        if isinstance(node, SemiJoin):
+            left = visit(node.left)
+            if node.kind == "not_in":
+                return NotInOp(op_id, left, visit(node.right), node.left_keys, node.right_keys)
+            return SemiJoinOp(op_id, left, visit(node.right), node.kind == "anti", node.left_keys, node.right_keys)
         if isinstance(node, Aggregate):
             return AggregateOp(op_id, visit(node.input), node.keys, node.aggs)
         if isinstance(node, Distinct):

@@ -6,7 +6,9 @@ are expanded, USING is rewritten to ON), already checked by Spark's analyzer and
 left-deep join tree: a conjunct goes to the lowest point where all its tables are present
 but never below an outer join that pads one of its tables with NULLs (see
 :func:`_placement`), equalities between the two sides of a join become its keys, the rest a
-residual predicate. An outer join keeps its own ON conditions.
+residual predicate. An outer join keeps its own ON conditions. ``[NOT] EXISTS`` and
+``[NOT] IN (subquery)`` conditions of WHERE become semi and anti joins with the subquery's
+distinct keys, applied after the other WHERE conditions (see :meth:`_Lowering.subquery_test`).
 
 Example:
     >>> import sqlglot
@@ -29,7 +31,8 @@ from sqlglot import exp
 
 from ivm_assets.sql.constructs import SUPPORTED_AGGREGATES
 from ivm_assets.sql.plan import (
-    AggCall, Aggregate, Distinct, Except, Filter, Intersect, Join, Node, OuterJoin, Plan, Project, Scan, UnionAll, q,
+    AggCall, Aggregate, Distinct, Except, Filter, Intersect, Join, Node, OuterJoin, Plan, Project, Scan, SemiJoin,
+    UnionAll, q,
 )
 
 
@@ -107,7 +110,11 @@ class _Lowering:
         items = [_FromItem(from_.this, "first", ())]
         items += [_FromItem(j.this, _join_kind(j), tuple(_conjuncts(j.args.get("on")))) for j in select.args.get("joins") or []]
         scope: dict[tuple[str, str], str] = {}
-        node = self.join_tree(items, _conjuncts(select.args.get("where")), scope, ctes)
+        where = _conjuncts(select.args.get("where"))
+        tests = [t for t in map(_subquery_test, where) if t is not None]
+        node = self.join_tree(items, [c for c in where if _subquery_test(c) is None], scope, ctes)
+        for kind, query, value in tests:
+            node = self.subquery_test(node, kind, query, value, scope, ctes)
         projections = select.expressions
         has_aggregate = bool(select.args.get("group")) or any(
             _aggregates(p) for p in projections + [select.args.get("having")] if p is not None
@@ -165,6 +172,8 @@ class _Lowering:
                 present = set(aliases[:pos])
                 if item.kind in _OUTER:
                     acc = self.outer_join(acc, node, item.kind, present, alias, outer_on[pos], scope)
+                elif item.kind in ("semi", "anti"):
+                    acc = self.semi_join_item(acc, node, item.kind, present, alias, outer_on[pos], scope)
                 else:
                     acc = self.join(acc, node, present, alias, placed[("on", pos)], scope)
             if placed[("after", pos)]:
@@ -185,6 +194,54 @@ class _Lowering:
         left, lcols = self.key_columns(left, left_keys, scope)
         right, rcols = self.key_columns(right, right_keys, scope)
         return OuterJoin(left, right, side, lcols, rcols, _render(_and(residual), scope) if residual else None)
+
+    def semi_join_item(self, left: Node, right: Node, kind: str, present: set[str], alias: str, conds, scope) -> Node:
+        """``LEFT SEMI / ANTI JOIN item ON …``: equalities with the items before become keys,
+        conditions on the item alone filter it; anything else has no rule."""
+        left_keys, right_keys, rest = _split_keys(conds, present, alias)
+        own = [c for c in rest if _tables(c) == {alias}]
+        if len(own) != len(rest) or not left_keys:
+            raise LoweringError(
+                f"No lowering rule for a {kind.upper()} JOIN without ON equalities or with other conditions across both sides"
+            )
+        if own:
+            right = Filter(right, _render(_and(own), scope))
+        right = Project(right, tuple((self.fresh("key"), _render(k, scope)) for k in right_keys))
+        left, lcols = self.key_columns(left, left_keys, scope)
+        return SemiJoin(left, Distinct(right), kind, lcols, right.columns)
+
+    # --- subqueries in WHERE: [NOT] EXISTS, [NOT] IN ------------------------------------------
+    def subquery_test(self, node: Node, kind: str, query: exp.Expression, value, scope: dict, ctes) -> Node:
+        """A WHERE conjunct ``[NOT] EXISTS (query)`` or ``value [NOT] IN (query)`` as a semi
+        join of ``node`` with the distinct keys of ``query``.
+
+        Correlated conditions must be equalities between the subquery and the outer query,
+        conjuncts of the subquery's WHERE: they become keys (and, for NOT IN, the group a
+        row is compared with). An uncorrelated EXISTS or NOT IN gets a constant key.
+        """
+        inner = {t.alias_or_name.lower() for t in query.find_all(exp.Table, exp.Subquery) if t.alias_or_name}
+        outer = {alias for alias, _ in scope}
+        refs = [c for c in query.find_all(exp.Column) if c.table and c.table.lower() not in inner]
+        if any(c.table.lower() not in outer for c in refs):
+            raise LoweringError("No lowering rule for a subquery referring to tables of an enclosing query further out")
+        if isinstance(value, exp.Tuple):
+            raise LoweringError("No lowering rule for IN with several columns")
+        outer_keys: list[exp.Expression] = []
+        if refs:
+            query, outer_keys = _decorrelate(query, inner, outer, value is not None)
+            rel = self.query(query, ctes)
+            right_exprs = [(self.fresh("key"), q(c)) for c in rel.node.columns]
+        else:
+            rel = self.query(query, ctes)
+            right_exprs = [(self.fresh("key"), q(rel.node.columns[0]))] if value is not None else []
+            if kind == "not_in" or value is None:  # one group: the whole subquery
+                right_exprs.insert(0, (self.fresh("key"), "1"))
+                outer_keys = [exp.Literal.number(1)]
+        if value is not None:
+            outer_keys.append(value)
+        right = Distinct(Project(rel.node, tuple(right_exprs)))
+        left, lcols = self.key_columns(node, outer_keys, scope)
+        return SemiJoin(left, right, kind, lcols, right.columns)
 
     def key_columns(self, node: Node, keys: list[exp.Expression], scope) -> tuple[Node, tuple[str, ...]]:
         """Join keys as columns of ``node``: plain columns as they are, expressions computed."""
@@ -252,7 +309,7 @@ class _FromItem:
     """One FROM item: the relation, how it joins the items before it, its ON conjuncts."""
 
     expression: exp.Expression
-    kind: str  # "first", "inner", "left", "right" or "full"
+    kind: str  # "first", "inner", "left", "right", "full", "semi" or "anti"
     on: tuple[exp.Expression, ...]
 
     @property
@@ -265,8 +322,61 @@ def _join_kind(join: exp.Join) -> str:
         raise LoweringError(f"No lowering rule for {join.args.get('method') or 'USING'} JOIN")
     side, kind = (join.args.get("side") or "").lower(), (join.args.get("kind") or "").lower()
     if kind in ("semi", "anti"):
-        raise LoweringError(f"No lowering rule for {kind.upper()} JOIN")
+        return kind
     return side if side in _OUTER else "inner"
+
+
+def _subquery_test(cond: exp.Expression) -> tuple[str, exp.Expression, exp.Expression | None] | None:
+    """(kind, subquery, compared value) when ``cond`` is [NOT] EXISTS / [NOT] IN (subquery)."""
+    negated = False
+    while isinstance(cond, exp.Paren):
+        cond = cond.this
+    if isinstance(cond, exp.Not):
+        negated, cond = True, cond.this
+        while isinstance(cond, exp.Paren):
+            cond = cond.this
+    if isinstance(cond, exp.Exists):
+        return ("anti" if negated else "semi"), cond.this, None
+    if isinstance(cond, exp.In) and cond.args.get("query") is not None:
+        query = cond.args["query"]
+        return ("not_in" if negated else "semi"), query.this if isinstance(query, exp.Subquery) else query, cond.this
+    return None
+
+
+def _decorrelate(query: exp.Expression, inner: set[str], outer: set[str], with_value: bool):
+    """A correlated subquery as (an uncorrelated one selecting its correlation columns, and
+    the compared value when ``with_value``; the outer side of each correlation)."""
+    if not isinstance(query, exp.Select) or query.args.get("group") or query.args.get("having") or any(
+        _aggregates(p) for p in query.expressions
+    ):
+        raise LoweringError(
+            "No lowering rule for a correlated subquery other than a plain SELECT (no GROUP BY or aggregates)"
+        )
+    keep: list[exp.Expression] = []
+    inner_keys: list[exp.Expression] = []
+    outer_keys: list[exp.Expression] = []
+    for cond in _conjuncts(query.args.get("where")):
+        tables = _tables(cond)
+        if tables <= inner:
+            keep.append(cond)
+            continue
+        sides = ((cond.this, cond.expression), (cond.expression, cond.this)) if isinstance(cond, exp.EQ) else ()
+        pair = next(
+            ((m, t) for m, t in sides if _tables(m) and _tables(m) <= inner and _tables(t) and _tables(t) <= outer - inner), None
+        )
+        if pair is None:
+            raise LoweringError(f"No lowering rule for the correlated condition {cond.sql('spark')} (equalities only)")
+        inner_keys.append(pair[0].copy()), outer_keys.append(pair[1].copy())
+    rest = query.copy()
+    rest.set("where", exp.Where(this=_and(keep)) if keep else None)
+    selected = [k.as_(f"k{i}") for i, k in enumerate(inner_keys)]
+    if with_value:
+        selected.append(query.expressions[0].unalias().copy().as_("v"))
+    rest.set("expressions", selected)
+    rest.set("distinct", None)
+    if any(c.table and c.table.lower() not in inner for c in rest.find_all(exp.Column)):
+        raise LoweringError("No lowering rule for a subquery referring to the outer query outside its WHERE equalities")
+    return rest, outer_keys
 
 
 def _placement(items: list[_FromItem], where: list[exp.Expression]):
@@ -280,7 +390,8 @@ def _placement(items: list[_FromItem], where: list[exp.Expression]):
     filters that item, one across items joins them (inner join) or filters the result
     (outer join). An outer join's own ON conditions stay with it, except those on its
     padded side alone (LEFT: the new item; RIGHT: the items before), which filter that
-    side first. Returns (position → conditions, outer join position → its ON conditions);
+    side first; a SEMI or ANTI JOIN keeps all of its own. Returns (position → conditions,
+    outer/semi/anti join position → its ON conditions);
     positions are ("own", i), ("pre", i) (the items before i), ("on", i), ("after", i),
     ("end",).
     """
@@ -315,7 +426,9 @@ def _placement(items: list[_FromItem], where: list[exp.Expression]):
     for pos, item in enumerate(items):
         for cond in item.on:
             tables = _tables(cond)
-            if item.kind not in _OUTER:
+            if item.kind in ("semi", "anti"):
+                outer_on[pos].append(cond)
+            elif item.kind not in _OUTER:
                 place(cond, pos, False)
             elif tables and item.kind == "left" and tables <= {aliases[pos]}:
                 placed[("own", pos)].append(cond)

@@ -147,6 +147,38 @@ class OuterJoin(Node):
 
 
 @dataclass(frozen=True)
+class SemiJoin(Node):
+    """The rows of ``left`` that pass a test against ``right``, a set of keys (its columns
+    are exactly ``right_keys``); output columns are the left's.
+
+    ``semi`` (EXISTS, IN): rows with a right row of equal keys; ``anti`` (NOT EXISTS): rows
+    without; NULL keys never match. ``not_in`` (``x NOT IN (SELECT c …)``): the last key
+    pair is (x, c), the others correlate a row with its group of right rows; a row passes
+    when its group is empty, or has no NULL c and no c equal to x (a NULL x then fails).
+    """
+
+    left: Node
+    right: Node
+    kind: Literal["semi", "anti", "not_in"]
+    left_keys: tuple[str, ...]
+    right_keys: tuple[str, ...]
+    columns: tuple[str, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("semi", "anti", "not_in"):
+            raise ValueError(f"SemiJoin: kind must be semi, anti or not_in, not {self.kind!r}")
+        if len(self.left_keys) != len(self.right_keys) or len(self.left_keys) < (2 if self.kind == "not_in" else 1):
+            raise ValueError("SemiJoin: as many left keys as right keys, at least one (two for not_in: group and value)")
+        if not set(self.left_keys) <= set(self.left.columns) or self.right.columns != self.right_keys:
+            raise ValueError("SemiJoin: left keys must be left columns, and the right's columns its keys")
+        object.__setattr__(self, "columns", self.left.columns)
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.left, self.right)
+
+
+@dataclass(frozen=True)
 class AggCall:
     """One aggregate: ``func`` over input column ``arg`` (None for COUNT(*)), named ``name``."""
 

@@ -17,7 +17,9 @@ from functools import lru_cache
 import sqlglot
 from sqlglot import exp
 
-from ivm_assets.sql.plan import Aggregate, Distinct, Except, Filter, Intersect, Join, Node, OuterJoin, Plan, Project, Scan, UnionAll
+from ivm_assets.sql.plan import (
+    Aggregate, Distinct, Except, Filter, Intersect, Join, Node, OuterJoin, Plan, Project, Scan, SemiJoin, UnionAll,
+)
 
 
 @lru_cache(maxsize=4096)
@@ -47,6 +49,10 @@ def _prune(node: Node, needed: frozenset[str]) -> Node:
         if isinstance(node, OuterJoin):
             return OuterJoin(left, right, node.side, node.left_keys, node.right_keys, node.residual)
         return Join(left, right, node.left_keys, node.right_keys, node.residual)
+    if isinstance(node, SemiJoin):
+        uses = frozenset(c for c in node.left.columns if c in needed or c in node.left_keys)
+        right = _prune(node.right, frozenset(node.right_keys))
+        return SemiJoin(_prune(node.left, uses), right, node.kind, node.left_keys, node.right_keys)
     if isinstance(node, Aggregate):
         uses = frozenset(node.keys) | frozenset(a.arg for a in node.aggs if a.arg)
         return Aggregate(_prune(node.input, uses), node.keys, node.aggs)
@@ -56,7 +62,8 @@ def _prune(node: Node, needed: frozenset[str]) -> Node:
         return UnionAll(tuple(_prune(i, frozenset(i.columns)) for i in node.inputs), node.columns)
     if isinstance(node, (Intersect, Except)):
         # Every column takes part in a row's identity.
-        return type(node)(_prune(node.left, frozenset(node.left.columns)), _prune(node.right, frozenset(node.right.columns)), node.all)
+        left, right = (_prune(n, frozenset(n.columns)) for n in (node.left, node.right))
+        return type(node)(left, right, node.all)
     raise TypeError(f"No pruning rule for {type(node).__name__}")
 
 

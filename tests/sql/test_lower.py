@@ -7,11 +7,13 @@ stay with an outer join, which go above it, what a subquery becomes.
 
 from __future__ import annotations
 
+import pytest
 import sqlglot
 from sqlglot.optimizer.qualify import qualify
 
-from ivm_assets.sql.lower import lower
-from ivm_assets.sql.plan import Distinct, Except, Filter, Intersect, Join, Node, OuterJoin, Project, UnionAll, walk
+from ivm_assets.sql.constructs import find_non_incremental
+from ivm_assets.sql.lower import LoweringError, lower
+from ivm_assets.sql.plan import Distinct, Except, Filter, Intersect, Join, Node, OuterJoin, Project, SemiJoin, UnionAll, walk
 
 SCHEMA = {"t": {"id": "bigint", "k": "bigint", "v": "bigint"}, "u": {"id": "bigint", "k": "bigint", "w": "bigint"}}
 
@@ -86,3 +88,49 @@ def test_full_join_keeps_every_where_condition_above():
     assert join.side == "full" and join.residual is not None
     assert not isinstance(join.left, Filter) and not isinstance(join.right, Filter)
     assert sum(isinstance(n, Filter) for n in walk(root)) == 1
+
+
+def test_correlated_exists_is_a_semi_join_on_the_correlation():
+    root = plan_of("SELECT t.id FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.k = t.k AND u.w > 0) AND t.v > 1")
+    semi = only(root, SemiJoin)
+    assert semi.kind == "semi" and len(semi.left_keys) == 1 and isinstance(semi.right, Distinct)
+    assert isinstance(semi.left, Filter) and "> 1" in semi.left.predicate  # WHERE first, then the test
+    assert any(isinstance(n, Filter) and "> 0" in n.predicate for n in walk(semi.right))
+
+
+def test_not_in_compares_within_a_group():
+    semi = only(plan_of("SELECT t.id FROM t WHERE t.v NOT IN (SELECT u.w FROM u)"), SemiJoin)
+    assert semi.kind == "not_in" and len(semi.left_keys) == 2  # a constant group, then the value
+    assert isinstance(semi.right.input, Project) and semi.right.input.exprs[0][1] == "1"
+    semi = only(plan_of("SELECT t.id FROM t WHERE t.v NOT IN (SELECT u.w FROM u WHERE u.k = t.k)"), SemiJoin)
+    assert semi.kind == "not_in" and len(semi.left_keys) == 2 and semi.left_keys[-1].endswith("_v")
+
+
+def test_anti_join_forms():
+    for sql in (
+        "SELECT t.id FROM t WHERE NOT EXISTS (SELECT 1 FROM u WHERE t.k = u.k)",
+        "SELECT t.id FROM t LEFT ANTI JOIN u ON t.k = u.k",
+    ):
+        semi = only(plan_of(sql), SemiJoin)
+        assert semi.kind == "anti" and len(semi.left_keys) == 1
+
+
+def test_subqueries_without_a_rule():
+    for sql in (
+        "SELECT t.id FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.k < t.k)",  # correlated, not an equality
+        "SELECT t.id FROM t WHERE EXISTS (SELECT COUNT(*) FROM u WHERE u.k = t.k)",  # correlated aggregate
+        "SELECT t.id FROM t LEFT SEMI JOIN u ON t.k = u.k AND t.v < u.w",  # condition across both sides
+    ):
+        with pytest.raises(LoweringError):
+            plan_of(sql)
+
+
+def test_constructs_report_subqueries_outside_where_conditions():
+    def found(sql: str) -> list[str]:
+        return [f.describe() for f in find_non_incremental(sqlglot.parse_one(sql, read="spark"), sql)]
+
+    assert found("SELECT id FROM t WHERE NOT EXISTS (SELECT 1 FROM u) AND (k IN (SELECT k FROM u))") == []
+    assert found("SELECT id FROM t WHERE v = 1 OR EXISTS (SELECT 1 FROM u)") == [
+        "EXISTS (subquery) other than a condition of WHERE at line 1, column 33"
+    ]
+    assert found("SELECT k IN (SELECT k FROM u) AS b FROM t") == ["IN (subquery) other than a condition of WHERE at line 1, column 10"]
