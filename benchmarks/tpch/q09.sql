@@ -1,0 +1,18 @@
+-- TPC-H Q9 (product type profit measure) as an incrementally maintained view (Spark SQL).
+-- ORDER BY dropped: a view is an unordered bag of rows.
+SELECT nation, o_year, SUM(amount) AS sum_profit
+FROM (
+    SELECT
+        n_name AS nation,
+        YEAR(o_orderdate) AS o_year,
+        l_extendedprice * (1 - l_discount) - ps_supplycost * l_quantity AS amount
+    FROM part, supplier, lineitem, partsupp, orders, nation
+    WHERE s_suppkey = l_suppkey
+      AND ps_suppkey = l_suppkey
+      AND ps_partkey = l_partkey
+      AND p_partkey = l_partkey
+      AND o_orderkey = l_orderkey
+      AND s_nationkey = n_nationkey
+      AND p_name LIKE '%green%'
+) AS profit
+GROUP BY nation, o_year

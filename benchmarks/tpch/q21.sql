@@ -1,0 +1,20 @@
+-- TPC-H Q21 (suppliers who kept orders waiting) as an incrementally maintained view (Spark SQL).
+-- ORDER BY and LIMIT 100 dropped: the view keeps every group; order and top-N belong to the
+-- reader. EXISTS and NOT EXISTS correlated by equality and inequality.
+SELECT s_name, COUNT(*) AS numwait
+FROM supplier, lineitem l1, orders, nation
+WHERE s_suppkey = l1.l_suppkey
+  AND o_orderkey = l1.l_orderkey
+  AND o_orderstatus = 'F'
+  AND l1.l_receiptdate > l1.l_commitdate
+  AND EXISTS (
+      SELECT * FROM lineitem l2
+      WHERE l2.l_orderkey = l1.l_orderkey AND l2.l_suppkey <> l1.l_suppkey
+  )
+  AND NOT EXISTS (
+      SELECT * FROM lineitem l3
+      WHERE l3.l_orderkey = l1.l_orderkey AND l3.l_suppkey <> l1.l_suppkey AND l3.l_receiptdate > l3.l_commitdate
+  )
+  AND s_nationkey = n_nationkey
+  AND n_name = 'SAUDI ARABIA'
+GROUP BY s_name
