@@ -40,6 +40,10 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     "spark.driver.memory": "4g",
+    # A driver that runs out of heap can leave the job waiting forever (seen: the thread that
+    # receives task results died of it, and a refresh hung). Exiting makes the refresh fail
+    # loudly instead; its claim expires and the next refresh finishes or redoes the epoch.
+    "spark.driver.extraJavaOptions": "-XX:+ExitOnOutOfMemoryError",
     "spark.sql.ansi.enabled": "false",
     "spark.sql.autoBroadcastJoinThreshold": "10485760",
     "spark.sql.codegen.wholeStage": "true",

@@ -29,6 +29,11 @@ def test_join_aggregate_distinct_through_spark_reads(spark, data, monkeypatch):
             "joined": "SELECT t.id, u.id AS uid, t.v FROM t JOIN u ON t.k = u.k",
             "totals": "SELECT k, COUNT(*) AS n, SUM(v) AS s, MIN(v) AS lo FROM t GROUP BY k",
             "kinds": "SELECT DISTINCT k FROM t",
+            # The operators of outer, semi and anti joins and set operations look state up
+            # through the same code; one view takes each through the Spark path.
+            "breadth": "SELECT t.id, w.id AS wid FROM t LEFT JOIN u AS w ON w.k = t.k AND w.v > t.v "
+            "WHERE t.v NOT IN (SELECT u.v FROM u WHERE u.s = t.s) AND EXISTS (SELECT 1 FROM u WHERE u.k = t.k) "
+            "UNION SELECT id, id FROM u INTERSECT SELECT id, id FROM t",
         },
         tables=("t", "u"),
     )
