@@ -119,15 +119,7 @@ class SemiJoinOp(Operator):
 
     def _counts(self, ctx: EpochContext, touched: Parts, right_change: DataFrame) -> DataFrame:
         """Per touched key: the right rows before (``__o``) and after (``__n``) the change."""
-        keys = [col(k) for k in self.right_keys]
-        zero = F.lit(0).cast("bigint")
-        rows = right_change.select(*keys, zero.alias("__o"), col(WEIGHT).alias("__d"))
-        old = lookup(ctx, self.right_state, touched)
-        if old is not None:
-            rows = rows.unionByName(old.select(*keys, col(WEIGHT).alias("__o"), zero.alias("__d")))
-        summed = rows.groupBy(*keys).agg(F.sum("__o").alias("__o"), F.sum("__d").alias("__d"))
-        renamed = [col(k).alias(f"__c_{k}") for k in self.right_keys]  # unambiguous beside the left's keys
-        return summed.select(*renamed, col("__o"), (col("__o") + col("__d")).alias("__n"))
+        return _before_after(ctx, self.right_state, touched, right_change, self.right_keys, "__o", "__n")
 
     def describe(self) -> str:
         on = " AND ".join(f"{a} = {b}" for a, b in zip(self.left_keys, self.right_keys))
@@ -193,16 +185,7 @@ class NotInOp(Operator):
 
     def _value_counts(self, ctx: EpochContext, touched: Parts, values_change: DataFrame) -> DataFrame:
         """Per touched (g, value): right rows before (``__co``) and after (``__cn``)."""
-        keys = [col(k) for k in self.right_keys]
-        zero = F.lit(0).cast("bigint")
-        rows = values_change.select(*keys, zero.alias("__co"), col(WEIGHT).alias("__cd"))
-        old = lookup(ctx, self.values, touched)
-        if old is not None:
-            rows = rows.unionByName(old.select(*keys, col(WEIGHT).alias("__co"), zero.alias("__cd")))
-        summed = rows.groupBy(*keys).agg(F.sum("__co").alias("__co"), F.sum("__cd").alias("__cd"))
-        return summed.select(
-            *[col(k).alias(f"__c_{k}") for k in self.right_keys], col("__co"), (col("__co") + col("__cd")).alias("__cn")
-        )
+        return _before_after(ctx, self.values, touched, values_change, self.right_keys, "__co", "__cn")
 
     def _passes(self, status: Column, count: Column) -> Column:
         s = F.coalesce(status, F.lit(_EMPTY))
@@ -289,3 +272,19 @@ class NotInOp(Operator):
             f"not in: {self.x} NOT IN ({self.c}) per group {corr}: a row passes when its group is empty, or has no NULL "
             "and no equal value; Δout = ΔL·pass' + (rows of flipped groups and touched values)·(pass' − pass)"
         )
+
+
+def _before_after(
+    ctx: EpochContext, table: StateTable, touched: Parts, change: DataFrame, keys: tuple[str, ...], before: str, after: str
+) -> DataFrame:
+    """Per touched key of ``table`` (a z-set keyed by ``keys``): its rows' total weight before
+    (column ``before``) and after (``after``) ``change``, the keys renamed ``__c_<key>`` to
+    stay unambiguous beside the left input's."""
+    by = [col(k) for k in keys]
+    zero = F.lit(0).cast("bigint")
+    rows = change.select(*by, zero.alias(before), col(WEIGHT).alias("__d"))
+    old = lookup(ctx, table, touched)
+    if old is not None:
+        rows = rows.unionByName(old.select(*by, col(WEIGHT).alias(before), zero.alias("__d")))
+    summed = rows.groupBy(*by).agg(F.sum(before).alias(before), F.sum("__d").alias("__d"))
+    return summed.select(*[col(k).alias(f"__c_{k}") for k in keys], col(before), (col(before) + col("__d")).alias(after))
