@@ -101,10 +101,13 @@ def create_sources(parquet_dir: Path, sources_dir: Path) -> dict[str, str]:
     """
     sources = {}
     for name in TABLES:
-        table = pq.read_table(parquet_dir / f"{name}.parquet")
-        plain = pa.schema([pa.field(f.name, f.type, f.nullable) for f in normalize_schema(table.schema)])
+        # Streamed batch by batch: lineitem at SF 10 does not fit in memory as one table.
+        file = pq.ParquetFile(parquet_dir / f"{name}.parquet")
+        schema = file.schema_arrow
+        plain = pa.schema([pa.field(f.name, f.type, f.nullable) for f in normalize_schema(schema)])
+        batches = (batch.cast(plain) for batch in file.iter_batches(batch_size=1 << 17))
         uri = str(sources_dir / name)
-        create_table(uri, table.cast(plain))
+        create_table(uri, pa.RecordBatchReader.from_batches(plain, batches))
         sources[name] = uri
     return sources
 

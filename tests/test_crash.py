@@ -80,6 +80,33 @@ def test_crash_at_every_commit_boundary(builder, monkeypatch):
     assert boundary > 9
 
 
+def test_crash_after_executor_files_before_their_commit(builder, monkeypatch):
+    """A full refresh writes state and output files from Spark's executors, then commits
+    them: a crash in between leaves files no commit names. The next refresh repeats the
+    epoch and the tables hold exactly its rows, not the orphans."""
+    project = _project(builder)
+    boundary, crashed = 1, True
+    while crashed:
+        _change(builder, boundary)
+        monkeypatch.setenv("IVM_CRASH_AFTER_FILE_WRITES", str(boundary))
+        monkeypatch.setenv("IVM_CRASH_MODE", "raise")
+        delta.reset_commit_count()
+        try:
+            project.refresh(full=True)
+            crashed = False
+        except delta.SimulatedCrash:
+            crashed = True
+        finally:
+            monkeypatch.delenv("IVM_CRASH_AFTER_FILE_WRITES")
+            monkeypatch.delenv("IVM_CRASH_MODE")
+        [result] = project.refresh()  # finishes the interrupted full epoch as it was planned
+        assert result.mode == ("full" if crashed else "unchanged"), result.summary()
+        assert_oracle(project)
+        boundary += 1
+    # Executor writes: the join's two sides, the aggregate's groups and MAX values, the output.
+    assert boundary > 5
+
+
 @pytest.mark.slow
 def test_sigkill_mid_refresh_recovers(builder):
     project = _project(builder)

@@ -1,10 +1,12 @@
 """Every delta-rs call ivm_assets makes lives in this module.
 
 Reads hand Spark DataFrames to the caller (snapshots are read by Spark from the table's
-parquet files; change feeds are read by delta-rs and normalized). Writes take Spark
-DataFrames, collect them as Arrow and commit them with delta-rs, tagging each commit with
-the refresh epoch as a Delta app transaction so an interrupted refresh can tell which tables
-already hold its work.
+parquet files; change feeds are read by delta-rs and normalized). Small writes (incremental
+appends, MERGEs) go from Arrow on the driver through delta-rs; whole-table writes (full
+refreshes, compactions) are parquet files written by Spark's executors and committed by
+delta-rs as add actions, so the driver never holds a whole table. Each commit is tagged
+with the refresh epoch as a Delta app transaction so an interrupted refresh can tell which
+tables already hold its work.
 
 Every commit a refresh makes is *fenced*: it lands at exactly the version after the one it
 was planned against, or not at all (delta-rs with ``max_commit_retries=0`` compares the
@@ -19,6 +21,8 @@ import json
 import os
 import shutil
 import signal
+import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -29,12 +33,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, Transaction, WriterProperties, write_deltalake
+from deltalake import Schema as DeltaSchema
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
+from deltalake.transaction import AddAction, create_table_with_add_actions
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ivm_assets.errors import CommitConflictError, SourceError
-from ivm_assets.spark.arrow import normalize_table, spark_schema, to_arrow, to_spark
+from ivm_assets.spark.arrow import arrow_schema as spark_to_arrow_schema, normalize_table, spark_schema, to_arrow, to_spark
 
 WEIGHT = "__w"
 CDF_ON = {"delta.enableChangeDataFeed": "true"}
@@ -66,9 +72,12 @@ COMPACTION = "ivm.compaction"
 # --- fault injection for the crash tests -------------------------------------------------
 # `IVM_CRASH_AFTER_COMMITS=N` kills this process with SIGKILL right after its N-th commit,
 # which is how the tests prove that a refresh killed between any two commits recovers.
+# `IVM_CRASH_AFTER_FILE_WRITES=N` does the same right after the N-th time Spark's executors
+# put a table's new files in place, before the driver commits them.
 # With `IVM_CRASH_MODE=raise` it raises SimulatedCrash instead (same state on disk, no new
 # process and Spark session per crash point).
-_commits_done = 0
+_CRASH_AFTER = {"commit": "IVM_CRASH_AFTER_COMMITS", "files": "IVM_CRASH_AFTER_FILE_WRITES"}
+_crossed_count = {boundary: 0 for boundary in _CRASH_AFTER}
 
 
 class SimulatedCrash(BaseException):
@@ -76,17 +85,16 @@ class SimulatedCrash(BaseException):
 
 
 def reset_commit_count() -> None:
-    global _commits_done
-    _commits_done = 0
+    for boundary in _crossed_count:
+        _crossed_count[boundary] = 0
 
 
-def _committed() -> None:
-    global _commits_done
-    _commits_done += 1
-    limit = os.environ.get("IVM_CRASH_AFTER_COMMITS")
-    if limit is not None and _commits_done >= int(limit):
+def _crossed(boundary: str) -> None:
+    _crossed_count[boundary] += 1
+    limit = os.environ.get(_CRASH_AFTER[boundary])
+    if limit is not None and _crossed_count[boundary] >= int(limit):
         if os.environ.get("IVM_CRASH_MODE") == "raise":
-            raise SimulatedCrash(f"simulated crash after commit {_commits_done}")
+            raise SimulatedCrash(f"simulated crash after {boundary} {_crossed_count[boundary]}")
         os.kill(os.getpid(), signal.SIGKILL)
 
 
@@ -478,7 +486,7 @@ def write(uri: str, data: DataFrame | pa.Table, *, mode: Literal["append", "over
     tests), which ivm only reads."""
     table = data if isinstance(data, pa.Table) else to_arrow(data)
     write_deltalake(uri, table, mode=mode, schema_mode="overwrite" if mode == "overwrite" else None)
-    _committed()
+    _crossed("commit")
 
 
 def write_epoch(
@@ -557,6 +565,147 @@ def apply_bag_change(uri: str, change: pa.Table, *, columns: list[str], epoch: E
     return _commit_epoch(uri, epoch, after, attempt)
 
 
+def overwrite_epoch(
+    uri: str,
+    rows: DataFrame,
+    *,
+    epoch: Epoch,
+    after: int | None,
+    partition_by: list[str] | None = None,
+    sort_by: list[str] | None = None,
+    change_feed: bool = False,
+    metadata: dict[str, str] | None = None,
+    row_group_rows: int | None = None,
+) -> int:
+    """Replace the table's content by ``rows`` (sorted by ``partition_by`` + ``sort_by``) as
+    the epoch's one commit, right after version ``after`` (None: create the table). Returns
+    the rows written. See :func:`_commit_epoch` for what a lost race does.
+
+    A local table gets files written by Spark's executors (:func:`_spark_files`): the driver
+    never holds the rows, which a full refresh at scale would not fit. Elsewhere the rows
+    come to the driver as Arrow and delta-rs writes them (``row_group_rows`` caps their row
+    groups).
+    """
+    partition_by, sort_by = partition_by or [], sort_by or []
+    if _local_path(uri) is None:
+        table = _sorted(to_arrow(rows), [*partition_by, *sort_by])
+        write_epoch(
+            uri, table, epoch=epoch, after=after, mode="overwrite", partition_by=partition_by or None,
+            change_feed=change_feed, row_group_rows=row_group_rows, metadata=metadata,
+        )
+        return table.num_rows
+    files = _spark_files(uri, rows, partition_by=partition_by, sort_by=sort_by)
+    schema = _nullable(spark_to_arrow_schema(rows.schema))
+
+    def attempt(at: int | None) -> bool:
+        properties = epoch.commit_properties(metadata)
+        if at is None:
+            create_table_with_add_actions(
+                uri, DeltaSchema.from_arrow(schema), files.actions, mode="error", partition_by=partition_by or None,
+                configuration=CDF_ON if change_feed else None, commit_properties=properties,
+            )
+        else:
+            _writable(uri, at).create_write_transaction(
+                files.actions, mode="overwrite", schema=schema, partition_by=partition_by or None, commit_properties=properties
+            )
+        return True
+
+    _commit_epoch(uri, epoch, after, attempt)
+    return files.rows
+
+
+def rewrite_rows(
+    uri: str, rows: DataFrame, *, after: int, partition_by: list[str], sort_by: list[str], row_group_rows: int, metadata: dict[str, str]
+) -> bool:
+    """:func:`rewrite` of a Spark DataFrame (sorted by ``partition_by`` + ``sort_by``): on a
+    local table its files are written by the executors, as in :func:`overwrite_epoch`."""
+    if _local_path(uri) is None:
+        table = _sorted(to_arrow(rows), [*partition_by, *sort_by])
+        return rewrite(uri, table, after=after, partition_by=partition_by, row_group_rows=row_group_rows, metadata=metadata)
+    files = _spark_files(uri, rows, partition_by=partition_by, sort_by=sort_by)
+    properties = CommitProperties(custom_metadata={COMPACTION: "true", **metadata}, max_commit_retries=0)
+    schema = _nullable(spark_to_arrow_schema(rows.schema))
+
+    def attempt(at: int | None) -> bool:
+        _writable(uri, at).create_write_transaction(
+            files.actions, mode="overwrite", schema=schema, partition_by=partition_by or None, commit_properties=properties
+        )
+        return True
+
+    try:
+        _attempt(uri, after, attempt)
+    except CommitConflictError:
+        return False
+    return True
+
+
+def _sorted(table: pa.Table, columns: list[str]) -> pa.Table:
+    return table.sort_by([(c, "ascending") for c in columns]) if columns and table.num_rows > 1 else table
+
+
+@dataclass(frozen=True)
+class _SparkFiles:
+    actions: list[AddAction]
+    rows: int
+
+
+# Parquet row groups of Spark-written state files: the unit a key lookup skips. Spark sizes
+# row groups in bytes; ~1 MiB holds about as many narrow state rows as the Arrow path's
+# row-count cap.
+SPARK_ROW_GROUP_BYTES = 1 << 20
+
+
+def _spark_files(uri: str, rows: DataFrame, *, partition_by: list[str], sort_by: list[str]) -> _SparkFiles:
+    """Spark writes ``rows`` as parquet into a staging folder inside the table's folder; the
+    files then move (one rename each, same file system) to where delta-rs puts its own:
+    ``<table>/<k>=<v>/part-….parquet``. Until the driver commits them they are not part of
+    the table: a process killed here leaves unreferenced files, which readers never see and
+    a later vacuum removes. Each file's row count, read from its footer, goes into the
+    Delta statistics (the cost model and :func:`row_count` use them).
+    """
+    root = _local_path(uri)
+    if root is None:
+        raise ValueError(f"executor writes need a local table folder, not {uri!r}")
+    staging = os.path.join(root, f"_ivm_staging_{uuid.uuid4().hex}")
+    if partition_by:
+        rows = rows.repartition(*[F.col(f"`{c}`") for c in partition_by])
+    if partition_by or sort_by:
+        rows = rows.sortWithinPartitions(*[F.col(f"`{c}`") for c in [*partition_by, *sort_by]])
+    (
+        rows.write.option("parquet.block.size", SPARK_ROW_GROUP_BYTES)
+        .option("compression", "snappy")
+        .partitionBy(*partition_by)
+        .parquet(staging)
+    )
+    actions: list[AddAction] = []
+    total = 0
+    now_ms = int(time.time() * 1000)
+    for folder, _, names in os.walk(staging):
+        for name in sorted(n for n in names if n.endswith(".parquet")):
+            relative_dir = os.path.relpath(folder, staging)
+            parts = [] if relative_dir == "." else relative_dir.split(os.sep)
+            partition = dict(p.split("=", 1) for p in parts)
+            target_dir = os.path.join(root, *parts)
+            os.makedirs(target_dir, exist_ok=True)
+            target = os.path.join(target_dir, name)
+            os.rename(os.path.join(folder, name), target)
+            count = pq.read_metadata(target).num_rows
+            total += count
+            actions.append(
+                AddAction(
+                    path="/".join([*parts, name]), size=os.path.getsize(target), partition_values=partition,
+                    modification_time=now_ms, data_change=True, stats=json.dumps({"numRecords": count}),
+                )
+            )
+    shutil.rmtree(staging, ignore_errors=True)
+    _crossed("files")
+    return _SparkFiles(actions, total)
+
+
+def _nullable(schema: pa.Schema) -> pa.Schema:
+    return pa.schema([pa.field(f.name, f.type, True) for f in schema])
+
+
 def _write_at(
     uri: str,
     table: pa.Table,
@@ -595,7 +744,7 @@ def _attempt(uri: str, after: int | None, commit: Callable[[int | None], bool]) 
             raise _conflict(uri, after) from exc
         raise
     if committed:
-        _committed()
+        _crossed("commit")
 
 
 def _conflict(uri: str, after: int | None) -> CommitConflictError:
@@ -657,8 +806,9 @@ def head(uri: str) -> tuple[int, dict] | None:
     return dt.version(), dt.history(1)[0]
 
 
-def create_table(uri: str, data: pa.Table, *, partition_by: list[str] | None = None) -> None:
-    """A new table with the change data feed on (demo and benchmark sources, tests)."""
+def create_table(uri: str, data: pa.Table | pa.RecordBatchReader, *, partition_by: list[str] | None = None) -> None:
+    """A new table with the change data feed on (demo and benchmark sources, tests); a
+    reader is written as it streams, for tables larger than memory."""
     write_deltalake(uri, data, mode="error", partition_by=partition_by, configuration=CDF_ON)
 
 

@@ -41,10 +41,8 @@ def expand(rows: DataFrame, names: list[str]) -> DataFrame:
 def overwrite(uri: str, rows: DataFrame, schema: T.StructType, epoch: Epoch, *, after: int | None) -> int:
     """Replace the output with ``rows`` (the full result), right after version ``after``
     (None: create it). Returns the row count written."""
-    table = to_arrow(rows.select(*[col(n) for n in schema.names]))
-    table = table.cast(pa.schema([pa.field(f.name, f.type, True) for f in table.schema]))
-    delta.write_epoch(uri, table, epoch=epoch, after=after, mode="overwrite", change_feed=True)
-    return table.num_rows
+    rows = rows.select(*[col(n) for n in schema.names])
+    return delta.overwrite_epoch(uri, rows, epoch=epoch, after=after, change_feed=True)
 
 
 def apply_change(uri: str, change: Batch, schema: T.StructType, epoch: Epoch, *, output_version: int) -> None:

@@ -60,3 +60,11 @@ def spark_schema(schema: pa.Schema) -> T.StructType:
     from pyspark.sql.pandas.types import from_arrow_schema
 
     return from_arrow_schema(normalize_schema(schema))
+
+
+def arrow_schema(schema: T.StructType) -> pa.Schema:
+    """The Arrow schema of a Spark schema, as :func:`to_arrow` would produce it (timestamps in
+    UTC, the session time zone ivm sets)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return normalize_schema(to_arrow_schema(schema, timezone="UTC"))

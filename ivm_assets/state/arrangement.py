@@ -295,17 +295,26 @@ class StateTable:
         if delta.holds_epoch(uri, ctx.epoch):
             return  # an interrupted attempt of this epoch already wrote it
         names = [*self.columns, WEIGHT] if self.layout_kind == "zset" else list(self.columns)
-        if rows.table is not None:
-            table = rows.table.select([*names, BUCKET])
+        meta = {LAYOUT_KEY: layout.to_json()}
+        if ctx.full:
+            # The whole state: written by the executors, never collected to the driver.
+            df = rows.df.select(*[col(c) for c in names], col(BUCKET))
+            if self.layout_kind == "latest":
+                df = df.withColumn(EPOCH, F.lit(ctx.epoch.number).cast("bigint"))
+            written = delta.overwrite_epoch(
+                uri, df, epoch=ctx.epoch, after=after, partition_by=[BUCKET], sort_by=list(self.keys), metadata=meta,
+                row_group_rows=ROW_GROUP_ROWS,
+            )
         else:
-            table = to_arrow(rows.df.select(*[col(c) for c in names], col(BUCKET)))
-        if self.layout_kind == "latest":
-            table = table.append_column(EPOCH, pa.array([ctx.epoch.number] * table.num_rows, pa.int64()))
-        delta.write_epoch(
-            uri, self._clustered(table), epoch=ctx.epoch, after=after, mode="overwrite" if ctx.full else "append",
-            partition_by=[BUCKET], row_group_rows=ROW_GROUP_ROWS, metadata={LAYOUT_KEY: layout.to_json()},
-        )
-        ctx.stats["state_rows_written"] = ctx.stats.get("state_rows_written", 0) + table.num_rows
+            table = rows.table.select([*names, BUCKET]) if rows.table is not None else to_arrow(rows.df.select(*[col(c) for c in names], col(BUCKET)))
+            if self.layout_kind == "latest":
+                table = table.append_column(EPOCH, pa.array([ctx.epoch.number] * table.num_rows, pa.int64()))
+            delta.write_epoch(
+                uri, self._clustered(table), epoch=ctx.epoch, after=after, mode="append",
+                partition_by=[BUCKET], row_group_rows=ROW_GROUP_ROWS, metadata=meta,
+            )
+            written = table.num_rows
+        ctx.stats["state_rows_written"] = ctx.stats.get("state_rows_written", 0) + written
 
     def compact(self, spark, root: str, *, max_files_per_bucket: int = 8) -> bool:
         """Fold the table back to its logical content once appends have left many small files.
@@ -330,8 +339,7 @@ class StateTable:
         names = [*self.columns, WEIGHT] if self.layout_kind == "zset" else [*self.columns]
         rows = with_bucket(rows, self.keys, layout.buckets, layout.types())
         extra = [EPOCH] if self.layout_kind == "latest" else []
-        table = to_arrow(rows.select(*[col(c) for c in names], col(BUCKET), *[col(c) for c in extra]))
-        return delta.rewrite(
-            uri, self._clustered(table), after=version, partition_by=[BUCKET], row_group_rows=ROW_GROUP_ROWS,
-            metadata={LAYOUT_KEY: layout.to_json()},
+        return delta.rewrite_rows(
+            uri, rows.select(*[col(c) for c in names], col(BUCKET), *[col(c) for c in extra]), after=version,
+            partition_by=[BUCKET], sort_by=list(self.keys), row_group_rows=ROW_GROUP_ROWS, metadata={LAYOUT_KEY: layout.to_json()},
         )
