@@ -24,7 +24,7 @@ from ivm_assets.engine import output
 from ivm_assets.engine.compile import CompiledView
 from ivm_assets.engine.cost import estimate
 from ivm_assets.errors import CommitConflictError, RefreshError
-from ivm_assets.operators.base import EpochContext, materialize
+from ivm_assets.operators.base import EpochContext, discard_pending, materialize
 from ivm_assets.spark.metrics import counting_jobs
 from ivm_assets.spark.session import tuned_for
 from ivm_assets.sql.incrementalize import fingerprint, operators
@@ -120,7 +120,10 @@ def _refresh(
         epoch = Epoch(f"ivm:{view.name}", record.epoch, {"ivm.view": view.name, "ivm.mode": record.mode})
         try:
             with tuned_for(spark, small=record.mode != "full"), counting_jobs(spark) as jobs:
-                stats = _run_epoch(spark, view, where, relations, record, epoch, buckets)
+                try:
+                    stats = _run_epoch(spark, view, where, relations, record, epoch, buckets)
+                finally:
+                    discard_pending()
         except CommitConflictError as exc:
             raise RefreshError(
                 f"view {view.name!r}: a table changed under epoch {record.epoch} of this refresh: {exc}. "
@@ -303,6 +306,8 @@ def _run_epoch(
         return stats  # no source change reaches the view: no state or output to touch
     change = view.root.step(ctx)
     shaped = materialize(output.shape(change, view.root.columns, view.schema), small=record.mode != "full")
+    for write in ctx.writes:  # state commits first (see the module doc for the order)
+        write()
     stats["rows_out"] = shaped.rows
     if delta.holds_epoch(where.output, epoch):
         return stats  # the interrupted attempt already applied this epoch's output change

@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ivm_assets.delta.tables import WEIGHT
-from ivm_assets.operators.base import Batch, EpochContext, Operator, col, consolidate, materialize, nothing, null_safe_match
+from ivm_assets.operators.base import Batch, EpochContext, Operator, col, consolidate, materialize, nothing, null_safe_match, unforced
 from ivm_assets.sql.plan import AggCall, q
 from ivm_assets.state.arrangement import BUCKET, StateRead, StateTable, default_hash_types, with_bucket
 
@@ -160,21 +160,17 @@ class AggregateOp(Operator):
         new = materialize(with_bucket(self._combine(old, change), self.group_keys, ctx.buckets, types), small=not ctx.full)
         old_values: dict[int, DataFrame | None] = {}
         new_values: dict[int, DataFrame | None] = {}
-        value_changes: dict[int, Batch] = {}
+        value_changes: dict[int, Batch] = {i: self._value_change(ctx, delta, i, types) for i in self.values}
+        # The output is planned over the new groups and value changes without computing
+        # them: the state commits compute them later, in the job that computes the output.
         for i, table in self.values.items():
-            values = delta.filter(col(self.aggs[i].arg).isNotNull()).select(
-                *[col(k) for k in self.group_keys], col(self.aggs[i].arg).alias("v"), col(WEIGHT)
-            )
-            value_changes[i] = materialize(
-                with_bucket(consolidate(values, self.group_keys + ("v",)), self.group_keys, ctx.buckets, types), small=not ctx.full
-            )
-            dv = value_changes[i].df.drop(BUCKET)
+            dv = unforced(value_changes[i]).drop(BUCKET)
             raw_values = table.read(ctx, batch, self.group_keys)
             old_rows = _once(table.current(raw_values.df), raw_values, ctx) if raw_values is not None else None
             new_rows = consolidate(old_rows.unionByName(dv) if old_rows is not None else dv, self.group_keys + ("v",))
             old_values[i] = self._value_aggs(old_rows, i, self.aggs[i].func)
             new_values[i] = self._value_aggs(new_rows, i, self.aggs[i].func)
-        new_groups = new.df.drop(BUCKET)
+        new_groups = unforced(new).drop(BUCKET)
         parts = []
         if old is not None:
             alive = old if not self.keys else old.filter(col(_COUNT) > 0)
@@ -187,6 +183,15 @@ class AggregateOp(Operator):
         for i, table in self.values.items():
             table.write(ctx, value_changes[i], types)
         return out
+
+    def _value_change(self, ctx: EpochContext, delta: DataFrame, i: int, types: list) -> Batch:
+        """The change of aggregate ``i``'s value table (MIN/MAX/COUNT DISTINCT): its non-NULL
+        argument values per group, with weights."""
+        values = delta.filter(col(self.aggs[i].arg).isNotNull()).select(
+            *[col(k) for k in self.group_keys], col(self.aggs[i].arg).alias("v"), col(WEIGHT)
+        )
+        keyed = with_bucket(consolidate(values, self.group_keys + ("v",)), self.group_keys, ctx.buckets, types)
+        return materialize(keyed, small=not ctx.full)
 
     def describe(self) -> str:
         funcs = ", ".join(f"{a.func}({a.arg or '*'})" for a in self.aggs)

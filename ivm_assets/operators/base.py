@@ -8,9 +8,11 @@ state the change touches (as of the epoch's start) and append the change to it.
 
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, reduce
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -37,13 +39,23 @@ def consolidate(df: DataFrame, columns: tuple[str, ...] | list[str]) -> DataFram
     return df.groupBy(*[col(c) for c in columns]).agg(F.sum(col(WEIGHT)).alias(WEIGHT)).filter(col(WEIGHT) != 0)
 
 
-@dataclass(frozen=True)
 class Batch:
     """A computed change set: the frame, its row count, and (when small) its Arrow copy."""
 
-    df: DataFrame
-    rows: int
-    table: pa.Table | None = None
+    def __init__(self, df: DataFrame, rows: int, table: pa.Table | None = None) -> None:
+        self._df, self._rows, self._table = df, rows, table
+
+    @property
+    def df(self) -> DataFrame:
+        return self._df
+
+    @property
+    def rows(self) -> int:
+        return self._rows
+
+    @property
+    def table(self) -> pa.Table | None:
+        return self._table
 
     def values(self, column: str) -> list:
         """Distinct values of ``column`` (read from the Arrow copy when there is one)."""
@@ -52,18 +64,119 @@ class Batch:
         return sorted(r[0] for r in self.df.select(col(column)).distinct().collect() if r[0] is not None)
 
 
+class _Pending(Batch):
+    """A small change set not computed yet. The first use of any pending batch computes all
+    of this thread's pending batches in one Spark job (see :func:`_compute_pending`): an
+    operator that materializes both its inputs before looking at either pays one job, not
+    two. A pending batch's plan never refers to another pending batch, because building a
+    plan over a batch uses its ``df``, which computes it first."""
+
+    def __init__(self, plan: DataFrame) -> None:
+        self._plan = plan
+        self._error: BaseException | None = None
+        self._done = False
+        _pending().append(self)
+
+    def _resolve(self) -> None:
+        if self._error is not None:
+            raise self._error
+        if not self._done:
+            _compute_pending(self)
+
+    @property
+    def df(self) -> DataFrame:
+        self._resolve()
+        return self._df
+
+    @property
+    def rows(self) -> int:
+        self._resolve()
+        return self._rows
+
+    @property
+    def table(self) -> pa.Table | None:
+        self._resolve()
+        return self._table
+
+    def _set(self, table: pa.Table) -> None:
+        self._df, self._rows, self._table = to_spark(self._plan.sparkSession, table), table.num_rows, table
+        self._done = True
+
+
+_local = threading.local()
+
+
+def _pending() -> list[_Pending]:
+    if not hasattr(_local, "pending"):
+        _local.pending = []
+    return _local.pending
+
+
+def unforced(batch: Batch) -> DataFrame:
+    """A frame of ``batch``'s rows that does not compute a pending batch: its plan, which
+    then runs inside the job of whoever uses this frame. For plans over local relations
+    (every small change set's inputs) that yields the same rows as computing the batch:
+    same rows in the same order, one partition."""
+    if isinstance(batch, _Pending) and not batch._done and batch._error is None:
+        return batch._plan
+    return batch.df
+
+
+def discard_pending() -> None:
+    """Forget this thread's pending batches (an epoch ended, possibly by an error: its
+    unused batches must not be computed in the next epoch's job)."""
+    _pending().clear()
+
+
+_TAG = "__batch"
+
+
+def _compute_pending(wanted: _Pending) -> None:
+    """Collect every pending batch of this thread (``wanted`` among them) in one job.
+
+    The plans are unioned side by side: a tag column says which batch a row belongs to, and
+    batch i's columns are renamed ``__b<i>_<j>`` (NULL in the other batches' rows); the
+    collected Arrow table is split by tag on the driver, each part with its own names and
+    nullability back.
+    """
+    batch = [p for p in _pending() if not p._done]
+    if wanted not in batch:
+        batch.append(wanted)
+    _pending().clear()
+    try:
+        if len(batch) == 1:
+            batch[0]._set(to_arrow(batch[0]._plan))
+            return
+        frames = [
+            p._plan.select(F.lit(i).alias(_TAG), *[col(c).alias(f"__b{i}_{j}") for j, c in enumerate(p._plan.columns)])
+            for i, p in enumerate(batch)
+        ]
+        together = to_arrow(reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames))
+        tags = together.column(_TAG)
+        for i, p in enumerate(batch):
+            fields = p._plan.schema.fields
+            part = together.filter(pc.equal(tags, i)).select([f"__b{i}_{j}" for j in range(len(fields))])
+            schema = pa.schema([pa.field(f.name, t, f.nullable) for f, t in zip(fields, part.schema.types)])
+            p._set(part.rename_columns([f.name for f in fields]).cast(schema))
+    except BaseException as exc:
+        for p in batch:
+            if not p._done:
+                p._error = exc
+        raise
+
+
 def materialize(df: DataFrame, *, small: bool) -> Batch:
     """Compute ``df`` once (later readers reuse the result) and count its rows.
 
     A ``small`` result (an incremental change) comes back to the driver as Arrow and
     returns as a local relation: later steps over it then cost no extra Spark jobs, and its
     Arrow copy can be committed to a state table as it is. Spark jobs, not data volume,
-    dominate the time of small refreshes. A large result (full refresh) stays on the
-    executors as a local checkpoint.
+    dominate the time of small refreshes, so a small result is computed when first used,
+    in the same job as every other small result materialized before that use. A large
+    result (full refresh) stays on the executors as a local checkpoint.
     """
     if small:
-        table = to_arrow(df)
-        return Batch(to_spark(df.sparkSession, table), table.num_rows, table)
+        return _Pending(df)
     df = df.localCheckpoint(eager=True)
     return Batch(df, df.count())
 
@@ -98,6 +211,10 @@ class EpochContext:
     state_layouts: dict[str, str | None] = field(default_factory=dict)
     # Rows in each relation's change set this epoch (incremental epochs).
     change_rows: dict[str, int] = field(default_factory=dict)
+    # State commits, made in this order after the output change is planned: writing state
+    # computes its rows, and by then every pending change set, the output's too, can be
+    # computed in one Spark job.
+    writes: list[Callable[[], None]] = field(default_factory=list)
 
 
 class Operator(ABC):

@@ -199,7 +199,10 @@ class StateTable:
         large = snap.bytes > LARGE_READ_BYTES
         on_driver = touched.table is not None and snap.bytes <= DRIVER_READ_BYTES and snap.plain_local_parquet
         if on_driver:
-            rows = to_spark(ctx.spark, self._read_on_driver(snap, touched, touched_keys))
+            table = self._read_on_driver(snap, touched, touched_keys)
+            # Rows of the row groups read (a Spark read's count would cost a job: not counted).
+            ctx.stats["state_rows_read"] = ctx.stats.get("state_rows_read", 0) + table.num_rows
+            rows = to_spark(ctx.spark, table)
         else:
             rows = delta.read_snapshot(ctx.spark, uri, version=version, partition_filters=pruning).drop(BUCKET)
             if self.keys:
@@ -274,14 +277,14 @@ class StateTable:
 
     def write(self, ctx: EpochContext, rows: Batch, types: list) -> None:
         """Append ``rows`` (overwrite everything on a full refresh), tagged with the epoch,
-        right after the table version the epoch recorded (so never twice).
+        right after the table version the epoch recorded (so never twice). The commit is
+        made after the operators ran (``ctx.writes``), in the order they asked for it.
 
         ``rows`` holds the state's columns, ``__w`` (z-set) and ``__bucket`` over the keys,
         hashed as ``types`` say; the latest-value layout gets ``__epoch`` here. An
         incremental append whose layout differs from the recorded one is refused: its rows
         would sit in buckets where no lookup finds them.
         """
-        uri = self.uri(ctx)
         after = ctx.state_versions.get(self.table_name)
         layout = self.layout(ctx.buckets, types)
         recorded = ctx.state_layouts.get(self.table_name)
@@ -290,6 +293,10 @@ class StateTable:
                 f"state table {self.table_name} was laid out differently ({why}) from what this epoch needs; "
                 "run `ivm refresh --full` on the view to rebuild its state"
             )
+        ctx.writes.append(lambda: self._commit(ctx, rows, after, layout))
+
+    def _commit(self, ctx: EpochContext, rows: Batch, after: int | None, layout: StateLayout) -> None:
+        uri = self.uri(ctx)
         if rows.rows == 0 and not ctx.full and after is not None:
             return  # nothing to append
         if delta.holds_epoch(uri, ctx.epoch):

@@ -15,10 +15,17 @@ def _context(spark, root: str, *, full: bool, versions: dict | None = None, epoc
     return EpochContext(spark, Epoch("ivm:test", epoch, {}), full, root, 8, {}, versions or {})
 
 
+def _written(table: StateTable, ctx: EpochContext, rows, types: list) -> None:
+    """Write ``rows`` and make the commit (a refresh makes it after the operators ran)."""
+    table.write(ctx, rows, types)
+    for write in ctx.writes:
+        write()
+
+
 def test_small_change_reads_only_touched_buckets(spark, tmp_path):
     table = StateTable(operator_id="join_0", name="left", columns=("k", "v"), keys=("k",), layout="zset")
     rows = spark.range(20_000).select(F.col("id").alias("k"), (F.col("id") * 2).alias("v"), F.lit(1).cast("bigint").alias(WEIGHT))
-    table.write(_context(spark, str(tmp_path), full=True), materialize(with_bucket(rows, ("k",), 8), small=True), [None])
+    _written(table, _context(spark, str(tmp_path), full=True), materialize(with_bucket(rows, ("k",), 8), small=True), [None])
     versions = {table.table_name: 0}
 
     touched_rows = spark.createDataFrame(pa.table({"k": pa.array([42], pa.int64()), WEIGHT: pa.array([1], pa.int64())}))
@@ -39,7 +46,7 @@ def test_null_keys_are_found_with_the_key_range(spark, tmp_path):
     """The key-range filter must keep NULL keys, which form a group of their own."""
     table = StateTable(operator_id="aggregate_0", name="values0", columns=("k", "v"), keys=("k",), layout="zset")
     data = pa.table({"k": pa.array([None, 1, 2], pa.int64()), "v": pa.array([7, 8, 9], pa.int64()), WEIGHT: pa.array([1, 1, 1], pa.int64())})
-    table.write(_context(spark, str(tmp_path), full=True), materialize(with_bucket(spark.createDataFrame(data), ("k",), 8), small=True), [None])
+    _written(table, _context(spark, str(tmp_path), full=True), materialize(with_bucket(spark.createDataFrame(data), ("k",), 8), small=True), [None])
     touched_rows = spark.createDataFrame(pa.table({"k": pa.array([None, 2], pa.int64()), WEIGHT: pa.array([1, 1], pa.int64())}))
     touched = materialize(with_bucket(touched_rows, ("k",), 8), small=True)
     read = table.read(_context(spark, str(tmp_path), full=False, versions={table.table_name: 0}, epoch=2), touched, ("k",))
