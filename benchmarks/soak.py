@@ -1,0 +1,111 @@
+"""Soak: many epochs of small random changes on the demo project, in one warm process.
+
+Builds the demo project, then repeats N times: a small random batch of source changes
+(new orders with lines, orders shipped, orders deleted), one refresh of every view. Prints
+and saves, per view: the median refresh time of the first and of the last 20 epochs and
+their ratio (the target is ≤ 1.5: the cost of an epoch must not grow with the number of
+epochs before it), the state tables' and output's file counts and Delta log lengths at the
+end, and whether every view still equals a recompute of its SQL.
+
+    python benchmarks/soak.py [--epochs 300] [--window 20]
+
+Results go to benchmarks/results/soak.md and .json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from ivm_assets.delta import tables as delta  # noqa: E402
+from ivm_assets.demo import apply_demo_changes, create_demo_project  # noqa: E402
+from ivm_assets.engine.oracle import check_view  # noqa: E402
+from ivm_assets.project import IvmProject  # noqa: E402
+from ivm_assets.spark.session import get_spark, stop_spark  # noqa: E402
+
+
+def _tables(root: Path) -> dict[str, Path]:
+    """Every Delta table a refresh writes: outputs, state tables, progress logs."""
+    warehouse = root / "warehouse"
+    return {str(p.parent.relative_to(warehouse)): p.parent for p in sorted(warehouse.rglob("_delta_log"))}
+
+
+def _log_length(table: Path) -> int:
+    """Commit files a reader may replay: those after the last checkpoint."""
+    log = table / "_delta_log"
+    commits = sorted(int(p.name.split(".")[0]) for p in log.glob("*.json") if p.name[0].isdigit())
+    checkpoints = [int(p.name.split(".")[0]) for p in log.glob("*.checkpoint*.parquet")]
+    last = max(checkpoints, default=-1)
+    return sum(1 for c in commits if c > last)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--epochs", type=int, default=300)
+    parser.add_argument("--window", type=int, default=20, help="epochs in the first and last medians")
+    parser.add_argument("--seed", type=int, default=11)
+    args = parser.parse_args()
+
+    spark = get_spark()
+    folder = Path(tempfile.mkdtemp(prefix="ivm-soak-")) / "demo"
+    root = create_demo_project(folder)
+    project = IvmProject.load(root, spark=spark)
+    project.refresh()
+    times: dict[str, list[float]] = {}
+    modes: dict[str, dict[str, int]] = {}
+    started = time.perf_counter()
+    try:
+        for epoch in range(1, args.epochs + 1):
+            apply_demo_changes(root, seed=args.seed * 100_000 + epoch, new_orders=20, status_changes=10, deletions=5)
+            for result in project.refresh():
+                times.setdefault(result.view, []).append(result.duration_s)
+                counts = modes.setdefault(result.view, {})
+                counts[result.mode] = counts.get(result.mode, 0) + 1
+            if epoch % 25 == 0:
+                print(f"epoch {epoch}: {time.perf_counter() - started:.0f} s", flush=True)
+        oracle = {view: check_view(project, view).ok for view in project.order}
+        tables = {name: (delta.file_count(str(path)), delta.latest_version(str(path)) + 1, _log_length(path)) for name, path in _tables(root).items()}
+    finally:
+        stop_spark()
+
+    w = args.window
+    lines = [
+        f"# Soak: {args.epochs} epochs of small random changes on the demo project",
+        "",
+        f"{time.strftime('%Y-%m-%dT%H:%M:%S%z')} · {os.cpu_count()} cores · load average at the end {os.getloadavg()[0]:.1f} · "
+        f"each epoch: 20 new orders with their lines, 10 orders shipped, 5 orders deleted; one refresh of every view",
+        "",
+        f"| view | modes | first {w} median s | last {w} median s | ratio | oracle |",
+        "|------|-------|----------------|---------------|-------|--------|",
+    ]
+    detail = {"epochs": args.epochs, "window": w, "views": {}, "tables": {}}
+    for view, series in times.items():
+        first, last = statistics.median(series[:w]), statistics.median(series[-w:])
+        mode_text = ", ".join(f"{m} {n}" for m, n in sorted(modes[view].items()))
+        lines.append(f"| {view} | {mode_text} | {first:.3f} | {last:.3f} | {last / first:.2f} | {'OK' if oracle[view] else 'DIFFERENT'} |")
+        detail["views"][view] = {"first_median_s": first, "last_median_s": last, "modes": modes[view], "oracle_ok": oracle[view], "times_s": series}
+    lines += ["", "| table | files | commits | log files after the last checkpoint |", "|-------|-------|---------|------|"]
+    for name, (files, commits, log) in tables.items():
+        lines.append(f"| {name} | {files} | {commits} | {log} |")
+        detail["tables"][name] = {"files": files, "commits": commits, "log_after_checkpoint": log}
+    print("\n".join(lines))
+    out = HERE / "results"
+    out.mkdir(exist_ok=True)
+    (out / "soak.md").write_text("\n".join(lines) + "\n")
+    (out / "soak.json").write_text(json.dumps(detail, indent=2) + "\n")
+    print(f"\nsaved {out / 'soak'}.md and .json")
+    if not all(oracle.values()):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
