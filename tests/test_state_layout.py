@@ -172,3 +172,25 @@ def test_operator_ids_name_the_computation(spark):
     assert a.id != c.id and fingerprint(a, FORMAT) != fingerprint(c, FORMAT)
     assert a.inputs[0].id == c.inputs[0].id  # the shared scan keeps its id
     assert json.loads(StateLayout(FORMAT, "zset", 4, ("k",), ("k", "v"), ("own",)).to_json())["buckets"] == 4
+
+
+def test_state_holds_only_the_columns_the_operators_above_need(builder):
+    """A filter's columns stay below the join (the filter runs first), and columns no
+    operator above reads are never stored: the join keeps keys, the grouping column and the
+    summed one; the aggregate keeps its groups' partial sums."""
+    _shop(builder)
+    builder.view("v", "SELECT c.region, SUM(o.amount) AS total FROM orders o JOIN customers c ON o.cust = c.id "
+                      "WHERE o.id > 3 AND c.region <> 'x' GROUP BY c.region")
+    project = builder.load()
+    project.refresh()
+    root = project.location("v").state_root
+    stored = {}
+    for op in operators(_root(project, "v")):
+        for table in op.state_tables:
+            names = delta.arrow_schema(table.uri(root)).names
+            stored[table.table_name.split("_")[0] + "." + table.name] = {n for n in names if not n.startswith("__")}
+    assert {k: len(v) for k, v in stored.items()} == {"join.left": 2, "join.right": 2, "aggregate.groups": 3}
+    left, right = stored["join.left"], stored["join.right"]
+    assert not any("id" == n.split(".")[-1] for n in left), left  # o.id: only the filter reads it
+    assert any(n.endswith("amount") for n in left) and any(n.endswith("cust") for n in left), left
+    assert any(n.endswith("region") for n in right) and any(n.endswith("id") for n in right), right

@@ -18,7 +18,7 @@ import sqlglot
 from sqlglot import exp
 
 from ivm_assets.sql.plan import (
-    Aggregate, Distinct, Except, Filter, Intersect, Join, Node, OuterJoin, Plan, Project, Scan, SemiJoin, UnionAll,
+    Aggregate, Distinct, Except, Filter, Intersect, Join, Node, OuterJoin, Plan, Project, Scan, SemiJoin, UnionAll, q,
 )
 
 
@@ -39,7 +39,12 @@ def _prune(node: Node, needed: frozenset[str]) -> Node:
         below = frozenset().union(*(references(e) for _, e in exprs))
         return Project(_prune(node.input, below), exprs)
     if isinstance(node, Filter):
-        return Filter(_prune(node.input, needed | references(node.predicate)), node.predicate)
+        filtered = Filter(_prune(node.input, needed | references(node.predicate)), node.predicate)
+        if set(filtered.columns) <= needed:
+            return filtered
+        # Columns only the filter reads end here: an operator above (a join) would store them.
+        kept = [c for c in filtered.columns if c in needed] or [filtered.columns[0]]
+        return Project(filtered, tuple((c, q(c)) for c in kept))
     if isinstance(node, (Join, OuterJoin)):
         uses = needed | set(node.left_keys) | set(node.right_keys)
         if node.residual:
