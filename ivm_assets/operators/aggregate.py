@@ -82,23 +82,25 @@ class AggregateOp(Operator):
                 exprs.append(F.sum(F.when(col(a.arg).isNotNull(), col(_SIGN)).otherwise(0)).alias(f"n{i}"))
             if a.func in ("sum", "avg"):
                 exprs.append(F.sum(F.when(col(_SIGN) > 0, col(a.arg)).otherwise(-col(a.arg))).alias(f"s{i}"))
+        if not self.keys:
+            # Grouped by an expression that is always 0 but not a literal: Spark would turn an
+            # aggregate grouped by a constant into a scalar subquery, a Spark job of its own.
+            return signed.groupBy((col(_SIGN) * 0).cast("int").alias(_GLOBAL)).agg(*exprs)
         return signed.groupBy(*[col(k) for k in self.group_keys]).agg(*exprs)
 
     def _combine(self, old: DataFrame | None, change: DataFrame) -> DataFrame:
-        """New partials = old + change, typed like the change (the state's fixed schema)."""
-        if old is None:
-            return change.select(
-                *[col(k) for k in self.group_keys],
-                *[F.coalesce(col(p), F.lit(0)).cast(change.schema[p].dataType).alias(p) for p in self.partials],
-            )
-        o = old.select(*[col(k).alias(f"o_{k}") for k in self.group_keys], *[col(p).alias(f"o_{p}") for p in self.partials])
-        joined = change.join(o, null_safe_match(change, o, [(k, f"o_{k}") for k in self.group_keys]), "left")
-        return joined.select(
-            *[col(k) for k in self.group_keys],
-            *[
-                (F.coalesce(col(p), F.lit(0)) + F.coalesce(col(f"o_{p}"), F.lit(0))).cast(change.schema[p].dataType).alias(p)
-                for p in self.partials
-            ],
+        """New partials = old + change per group, typed like the change (the state's fixed
+        schema). Summed over the union of both, not joined: a join of a global aggregate's
+        one-row sides has no equality left to join on and would cost Spark a broadcast job."""
+        names = [*self.group_keys, *self.partials]
+        both = change.select(*[col(c) for c in names])
+        if old is not None:
+            both = both.unionByName(old.select(*[col(c) for c in names]))
+        summed = both.groupBy(*[col(k) for k in self.group_keys]).agg(
+            *[F.sum(F.coalesce(col(p), F.lit(0))).alias(p) for p in self.partials]
+        )
+        return summed.select(
+            *[col(k) for k in self.group_keys], *[col(p).cast(change.schema[p].dataType).alias(p) for p in self.partials]
         )
 
     # --- output rows ----------------------------------------------------------------------
@@ -141,21 +143,28 @@ class AggregateOp(Operator):
         if not self.keys:
             delta = delta.withColumn(_GLOBAL, F.lit(0))
         types = default_hash_types(delta, self.group_keys)
-        batch = with_bucket(delta, self.group_keys, ctx.buckets, types)
-        batch = nothing(batch) if self.input.unchanged(ctx) else materialize(batch, small=not ctx.full)
-        delta = batch.df.drop(BUCKET)
+        keyed = with_bucket(delta, self.group_keys, ctx.buckets, types)
+        touched: Batch | None = None  # the change with its buckets, where its keys select the state
+        if self.input.unchanged(ctx):
+            touched = nothing(keyed)
+        elif self.keys or ctx.full:
+            touched = materialize(keyed, small=not ctx.full)
+        # else: a global aggregate's one group needs no keys to be found, so its change is not
+        # computed on its own; it runs inside the job that computes the new group and output.
+        if touched is not None:
+            delta = touched.df.drop(BUCKET)
         arg_types = {i: delta.schema[a.arg].dataType for i, a in enumerate(self.aggs) if a.arg}
-        if batch.rows == 0 and not (ctx.full and not self.keys):
+        if touched is not None and touched.rows == 0 and not (ctx.full and not self.keys):
             return self._output(self._partials(delta), {i: None for i in self.values}, arg_types).withColumn(
                 WEIGHT, F.lit(0).cast("bigint")
-            )
+            ).limit(0)
         change = self._partials(delta)
-        if batch.rows == 0:  # full refresh of a global aggregate over no rows: its one row still exists
+        if touched is not None and touched.rows == 0:  # full refresh of a global aggregate over no rows: its one row still exists
             change = ctx.spark.createDataFrame([(0,)], f"{q(_GLOBAL)} int").select(
                 col(_GLOBAL), *[F.lit(None).cast(change.schema[p].dataType).alias(p) for p in self.partials]
             )
         # The old rows feed both the new values and the retractions (see _once).
-        raw = self.groups.read(ctx, batch, self.group_keys)
+        raw = self.groups.read(ctx, touched, self.group_keys)
         old = _once(self.groups.current(raw.df), raw, ctx) if raw is not None else None
         new = materialize(with_bucket(self._combine(old, change), self.group_keys, ctx.buckets, types), small=not ctx.full)
         old_values: dict[int, DataFrame | None] = {}
@@ -165,7 +174,7 @@ class AggregateOp(Operator):
         # them: the state commits compute them later, in the job that computes the output.
         for i, table in self.values.items():
             dv = unforced(value_changes[i]).drop(BUCKET)
-            raw_values = table.read(ctx, batch, self.group_keys)
+            raw_values = table.read(ctx, touched, self.group_keys)
             old_rows = _once(table.current(raw_values.df), raw_values, ctx) if raw_values is not None else None
             new_rows = consolidate(old_rows.unionByName(dv) if old_rows is not None else dv, self.group_keys + ("v",))
             old_values[i] = self._value_aggs(old_rows, i, self.aggs[i].func)

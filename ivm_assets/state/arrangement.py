@@ -184,33 +184,36 @@ class StateTable:
         root = ctx_or_root if isinstance(ctx_or_root, str) else ctx_or_root.state_root
         return f"{root}/{self.table_name}"
 
-    def read(self, ctx: EpochContext, touched: Batch, touched_keys: tuple[str, ...]) -> StateRead | None:
-        """State rows whose key equals a key of ``touched`` (its ``touched_keys`` columns).
+    def read(self, ctx: EpochContext, touched: Batch | None, touched_keys: tuple[str, ...]) -> StateRead | None:
+        """State rows whose key equals a key of ``touched`` (its ``touched_keys`` columns);
+        with ``touched`` None, every row (a global aggregate's one group needs no keys).
 
         ``touched`` carries ``__bucket`` computed by :func:`with_bucket` over those keys.
         None when the state is empty (first build, or the table does not exist yet).
         """
         uri = self.uri(ctx)
         version = ctx.state_versions.get(self.table_name)
-        if ctx.full or version is None or touched.rows == 0:
+        if ctx.full or version is None or (touched is not None and touched.rows == 0):
             return None
-        pruning = [(BUCKET, "in", [str(b) for b in touched.values(BUCKET)])]
+        pruning = [(BUCKET, "in", [str(b) for b in touched.values(BUCKET)])] if touched is not None else None
         snap = delta.snapshot_files(uri, version=version, partition_filters=pruning)
         large = snap.bytes > LARGE_READ_BYTES
-        on_driver = touched.table is not None and snap.bytes <= DRIVER_READ_BYTES and snap.plain_local_parquet
+        by_key = touched is not None and bool(self.keys)
+        local = touched is None or touched.table is not None
+        on_driver = local and snap.bytes <= DRIVER_READ_BYTES and snap.plain_local_parquet
         if on_driver:
-            table = self._read_on_driver(snap, touched, touched_keys)
+            table = self._read_on_driver(snap, touched, touched_keys) if by_key else delta.read_files_arrow(snap)
             # Rows of the row groups read (a Spark read's count would cost a job: not counted).
             ctx.stats["state_rows_read"] = ctx.stats.get("state_rows_read", 0) + table.num_rows
             rows = to_spark(ctx.spark, table)
         else:
             rows = delta.read_snapshot(ctx.spark, uri, version=version, partition_filters=pruning).drop(BUCKET)
-            if self.keys:
+            if by_key:
                 rows = self._key_range(rows, touched, touched_keys[0])
         where_read = "state_reads_on_driver" if on_driver else "state_reads_in_spark"
         ctx.stats[where_read] = ctx.stats.get(where_read, 0) + 1
         ctx.stats["state_bytes_scanned"] = ctx.stats.get("state_bytes_scanned", 0) + snap.bytes
-        if self.keys:
+        if by_key:
             keys = touched.df.select(*[col(k) for k in touched_keys]).distinct()
             cond = null_safe_match(rows, keys, list(zip(self.keys, touched_keys)))
             rows = rows.join(F.broadcast(keys) if large else keys, cond, "left_semi")
@@ -220,8 +223,6 @@ class StateTable:
         """The touched buckets' rows whose first key is among the touched ones, read by
         pyarrow (the exact, null-safe match on every key follows in Spark). Without a
         comparable first key (types Spark compares through a cast) the buckets are read whole."""
-        if not self.keys:
-            return delta.read_files_arrow(snap)
         values = touched.table.column(touched_keys[0]).combine_chunks()
         own = delta.normalize_schema_of(snap.table).field(self.keys[0]).type
         if not (own == values.type or (pa.types.is_integer(own) and pa.types.is_integer(values.type))):
