@@ -305,7 +305,9 @@ class _Lowering:
         inner = {t.alias_or_name.lower() for t in query.find_all(exp.Table, exp.Subquery) if t.alias_or_name}
         outer = {alias for alias, _ in scope}
         if not scope and any(c.table and c.table.lower() not in inner for c in query.find_all(exp.Column)):
-            raise LoweringError("No lowering rule for a correlated scalar subquery in the SELECT or HAVING of a grouped query", sub)
+            raise LoweringError(
+                "No lowering rule for a correlated scalar subquery in the SELECT or HAVING of a grouped query", sub
+            )
         keep, inner_keys, outer_keys, residual = _split_correlation(query, inner, outer)
         if residual:
             raise LoweringError(
@@ -314,7 +316,8 @@ class _Lowering:
             )
         grouped = query.copy()
         grouped.set("where", exp.Where(this=_and(keep)) if keep else None)
-        grouped.set("expressions", [k.as_(f"k{i}") for i, k in enumerate(inner_keys)] + [a.copy().as_(f"a{i}") for i, a in enumerate(aggs)])
+        keys = [k.as_(f"k{i}") for i, k in enumerate(inner_keys)]
+        grouped.set("expressions", keys + [a.copy().as_(f"a{i}") for i, a in enumerate(aggs)])
         if inner_keys:
             grouped.set("group", exp.Group(expressions=[k.copy() for k in inner_keys]))
         if any(c.table and c.table.lower() not in inner for c in grouped.find_all(exp.Column)):
@@ -390,9 +393,8 @@ class _Lowering:
 
         # Scalar subqueries of HAVING and SELECT join the groups; the scope is empty as the
         # rows they could correlate with are grouped away (a correlated one has no rule).
-        result, (having_expr, *projections) = self.scalar_values(
-            agg_node, [having.this if having else exp.true(), *[p.unalias() for p in select.expressions]], {}, ctes, filtering=False
-        )
+        evaluated = [having.this if having else exp.true(), *[p.unalias() for p in select.expressions]]
+        result, (having_expr, *projections) = self.scalar_values(agg_node, evaluated, {}, ctes, filtering=False)
         if having:
             result = Filter(result, _render(having_expr.transform(replace), {}))
         exprs = tuple(
@@ -462,7 +464,8 @@ def _decorrelate(query: exp.Expression, inner: set[str], outer: set[str], values
             + ("(NOT IN: equalities only)" if not residual_ok else "(needs an equality beside it)"),
             residual[0],
         )
-    reads = list(dict.fromkeys((c.table.lower(), c.name.lower()) for r in residual for c in r.find_all(exp.Column) if c.table.lower() in inner))
+    columns = (c for r in residual for c in r.find_all(exp.Column) if c.table.lower() in inner)
+    reads = list(dict.fromkeys((c.table.lower(), c.name.lower()) for c in columns))
     rest = query.copy()
     rest.set("where", exp.Where(this=_and(keep)) if keep else None)
     selected = [k.as_(f"k{i}") for i, k in enumerate(inner_keys)]
