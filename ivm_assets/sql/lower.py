@@ -492,6 +492,9 @@ def _split_correlation(query: exp.Select, inner: set[str], outer: set[str]):
             continue
         if not tables <= inner | outer:
             raise LoweringError("No lowering rule for a subquery referring to tables of an enclosing query further out", cond)
+        if cond.find(exp.Query):
+            # Neither a key nor a residual: a residual is evaluated per pair of rows, as SQL text.
+            raise LoweringError("No lowering rule for a correlated condition holding a subquery", cond)
         sides = ((cond.this, cond.expression), (cond.expression, cond.this)) if isinstance(cond, exp.EQ) else ()
         pair = next(
             ((m, t) for m, t in sides if _tables(m) and _tables(m) <= inner and _tables(t) and _tables(t) <= outer - inner), None

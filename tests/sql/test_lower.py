@@ -190,6 +190,8 @@ def test_exists_with_an_inequality_is_a_semi_join_with_a_residual():
     for sql in (
         "SELECT t.id FROM t WHERE t.v NOT IN (SELECT u.w FROM u WHERE u.k <> t.k)",  # NOT IN: equalities only
         "SELECT t.id FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.k <> t.k)",  # no equality beside it
+        # a correlated condition holding a subquery (correlated itself) is neither key nor residual
+        "SELECT t.id FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.k = t.k AND u.w > (SELECT AVG(x.w) FROM u AS x WHERE x.k = t.v))",
     ):
         with pytest.raises(LoweringError):
             plan_of(sql)
