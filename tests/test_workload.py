@@ -32,6 +32,10 @@ VIEWS = {
     # An outer join (NULL-padded customers) and a NOT IN subquery.
     "open_customers": "SELECT c.cust, c.region, o.id FROM customers c LEFT JOIN orders o ON o.cust = c.cust AND o.status = 'new' "
     "WHERE c.cust NOT IN (SELECT cust FROM orders WHERE status = 'void')",
+    # Scalar subqueries over two other views: an uncorrelated AVG (every order compared again
+    # when it moves) and a correlated COUNT in SELECT (0 for a customer with no open rows).
+    "above_average": "SELECT o.id, (SELECT COUNT(*) FROM open_customers c WHERE c.cust = o.cust) AS open_rows "
+    "FROM orders o WHERE o.amount > (SELECT AVG(r.smallest) FROM repeat_buyers r)",
     "latest_per_customer": "SELECT cust, id FROM (SELECT cust, id, ROW_NUMBER() OVER (PARTITION BY cust ORDER BY id DESC) AS r "
     "FROM orders) WHERE r = 1",
 }

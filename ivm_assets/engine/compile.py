@@ -19,7 +19,7 @@ from sqlglot.optimizer.qualify import qualify
 from ivm_assets.config import ViewSettings
 from ivm_assets.errors import NotIncrementalError, SqlError
 from ivm_assets.operators.base import Operator
-from ivm_assets.sql.constructs import Finding, find_non_incremental
+from ivm_assets.sql.constructs import Finding, find_non_incremental, locate
 from ivm_assets.sql.incrementalize import incrementalize
 from ivm_assets.sql.lower import LoweringError, lower
 from ivm_assets.sql.parse import spark_error, sql_hash
@@ -100,7 +100,9 @@ def compile_view(spark: SparkSession, view: ViewDefinition, schemas: Mapping[str
             compiled.plan = prune_columns(lower(qualified, relations))
             compiled.root = incrementalize(compiled.plan)
         except (LoweringError, OptimizeError, KeyError) as exc:
-            compiled.findings.append(Finding(f"construct without an incremental rule ({exc})", None, None))
+            node = exc.node if isinstance(exc, LoweringError) else None
+            line, col = locate(node, view.text) if node is not None else (None, None)
+            compiled.findings.append(Finding(f"construct without an incremental rule ({exc})", line, col))
     if compiled.findings and view.settings.refresh == "incremental":
         first = compiled.findings[0]
         raise NotIncrementalError(

@@ -66,11 +66,14 @@ def _check(node: exp.Expression, add) -> None:  # noqa: C901 - one flat table of
         add("EXISTS (subquery) other than a condition of WHERE", node, r"\bexists\b")
     elif isinstance(node, exp.In) and node.args.get("query") and not _where_conjunct(node):
         add("IN (subquery) other than a condition of WHERE", node, r"\bin\s*\(\s*select\b")
+    elif isinstance(node, exp.In) and node.args.get("query") and isinstance(node.this, exp.Tuple) and _negated(node):
+        add("NOT IN (subquery) with several columns", node, r"\bnot\s+in\b")
     elif isinstance(node, exp.Subquery) and not isinstance(
-        node.parent, (exp.From, exp.Join, exp.With, exp.CTE, exp.SetOperation)
+        node.parent, (exp.From, exp.Join, exp.With, exp.CTE, exp.SetOperation, exp.In)
     ):
-        if not isinstance(node.parent, exp.In):
-            add("scalar subquery", node, r"\(\s*select\b")
+        problem = _scalar_subquery_problem(node)
+        if problem:
+            add(f"scalar subquery {problem}", node, r"\(\s*select\b")
     elif isinstance(node, exp.Limit):
         add("ORDER BY … LIMIT" if node.parent and node.parent.args.get("order") else "LIMIT", node, r"\blimit\b")
     elif isinstance(node, exp.Offset):
@@ -103,6 +106,43 @@ def _where_conjunct(node: exp.Expression) -> bool:
     while isinstance(parent, (exp.Paren, exp.And)):
         parent = parent.parent
     return isinstance(parent, exp.Where) and isinstance(parent.parent, exp.Select)
+
+
+def _negated(node: exp.Expression) -> bool:
+    parent = node.parent
+    while isinstance(parent, exp.Paren):
+        parent = parent.parent
+    return isinstance(parent, exp.Not)
+
+
+def _scalar_subquery_problem(node: exp.Subquery) -> str | None:
+    """Why a scalar subquery has no rule (None when it has one): it must be one aggregate
+    without GROUP BY or HAVING (exactly one row, or one per correlation group) in WHERE,
+    SELECT or HAVING. Its correlation (equalities only) is checked by the lowering."""
+    query = node.this
+    if not isinstance(query, exp.Select) or len(query.expressions) != 1:
+        return "other than one SELECT of one value"
+    if query.args.get("group") or query.args.get("having") or not _own_aggregates(query.expressions[0]):
+        return "that is not one aggregate without GROUP BY or HAVING (it could return no row or several)"
+    clause = node
+    while clause.parent is not None and not isinstance(clause.parent, exp.Select):
+        clause = clause.parent
+    if clause.arg_key not in ("where", "expressions", "having"):
+        return "outside WHERE, SELECT and HAVING"
+    return None
+
+
+def _own_aggregates(node: exp.Expression) -> bool:
+    """Whether ``node`` calls an aggregate itself (not in a window or a subquery of its own)."""
+    for agg in node.find_all(exp.AggFunc):
+        if agg is node:
+            return True
+        parent = agg.parent
+        while parent is not None and parent is not node and not isinstance(parent, exp.Query):
+            parent = parent.parent
+        if not isinstance(agg.parent, exp.Window) and (parent is node or parent is None):
+            return True
+    return False
 
 
 def _check_aggregate(node: exp.AggFunc, add) -> None:

@@ -24,6 +24,7 @@ from ivm_assets.operators.distinct import DistinctOp
 from ivm_assets.operators.join import JoinOp
 from ivm_assets.operators.linear import FilterOp, ProjectOp, ScanOp, UnionAllOp
 from ivm_assets.operators.outer_join import OuterJoinOp
+from ivm_assets.operators.residual_semi_join import ResidualSemiJoinOp
 from ivm_assets.operators.semi_join import NotInOp, SemiJoinOp
 from ivm_assets.operators.set_operation import SetOperationOp
 from ivm_assets.sql.plan import (
@@ -57,6 +58,9 @@ def incrementalize(plan: Plan) -> Operator:
             left = visit(node.left)
             if node.kind == "not_in":
                 return NotInOp(op_id, left, visit(node.right), node.left_keys, node.right_keys)
+            if node.residual is not None:
+                anti = node.kind == "anti"
+                return ResidualSemiJoinOp(op_id, left, visit(node.right), anti, node.left_keys, node.right_keys, node.residual)
             return SemiJoinOp(op_id, left, visit(node.right), node.kind == "anti", node.left_keys, node.right_keys)
         if isinstance(node, Aggregate):
             return AggregateOp(op_id, visit(node.input), node.keys, node.aggs)

@@ -9,6 +9,9 @@ but never below an outer join that pads one of its tables with NULLs (see
 residual predicate. An outer join keeps its own ON conditions. ``[NOT] EXISTS`` and
 ``[NOT] IN (subquery)`` conditions of WHERE become semi and anti joins with the subquery's
 distinct keys, applied after the other WHERE conditions (see :meth:`_Lowering.subquery_test`).
+A scalar subquery (in WHERE, SELECT or HAVING) becomes an aggregate joined to the rows it
+is evaluated for: without keys when uncorrelated, on its correlation otherwise (see
+:meth:`_Lowering.scalar_values`).
 
 Example:
     >>> import sqlglot
@@ -37,7 +40,12 @@ from ivm_assets.sql.plan import (
 
 
 class LoweringError(Exception):
-    """A construct has no lowering rule (the view is then refreshed by full recompute)."""
+    """A construct has no lowering rule (the view is then refreshed by full recompute);
+    ``node``, when given, is the expression to point the user at."""
+
+    def __init__(self, message: str, node: exp.Expression | None = None) -> None:
+        super().__init__(message)
+        self.node = node
 
 
 @dataclass(frozen=True)
@@ -112,7 +120,13 @@ class _Lowering:
         scope: dict[tuple[str, str], str] = {}
         where = _conjuncts(select.args.get("where"))
         tests = [t for t in map(_subquery_test, where) if t is not None]
-        node = self.join_tree(items, [c for c in where if _subquery_test(c) is None], scope, ctes)
+        plain = [c for c in where if _subquery_test(c) is None]
+        # Conditions with a scalar subquery apply once its value is joined to every row.
+        with_scalars = [c for c in plain if _scalar_subqueries(c)]
+        node = self.join_tree(items, [c for c in plain if not _scalar_subqueries(c)], scope, ctes)
+        if with_scalars:
+            node, conds = self.scalar_values(node, with_scalars, scope, ctes, filtering=True)
+            node = Filter(node, _render(_and(conds), scope))
         for kind, query, value in tests:
             node = self.subquery_test(node, kind, query, value, scope, ctes)
         projections = select.expressions
@@ -120,9 +134,10 @@ class _Lowering:
             _aggregates(p) for p in projections + [select.args.get("having")] if p is not None
         )
         if has_aggregate:
-            node, outputs = self.aggregate(select, node, scope)
+            node, outputs = self.aggregate(select, node, scope, ctes)
         else:
-            exprs = tuple((self.fresh(p.alias_or_name), _render(p.unalias(), scope)) for p in projections)
+            node, values = self.scalar_values(node, [p.unalias() for p in projections], scope, ctes, filtering=False)
+            exprs = tuple((self.fresh(p.alias_or_name), _render(v, scope)) for p, v in zip(projections, values))
             node = Project(node, exprs)
             outputs = tuple(p.alias_or_name for p in projections)
         if select.args.get("distinct"):
@@ -224,24 +239,108 @@ class _Lowering:
         refs = [c for c in query.find_all(exp.Column) if c.table and c.table.lower() not in inner]
         if any(c.table.lower() not in outer for c in refs):
             raise LoweringError("No lowering rule for a subquery referring to tables of an enclosing query further out")
-        if isinstance(value, exp.Tuple):
-            raise LoweringError("No lowering rule for IN with several columns")
+        values = list(value.expressions) if isinstance(value, exp.Tuple) else [value] if value is not None else []
+        if len(values) > 1 and kind == "not_in":
+            raise LoweringError("No lowering rule for NOT IN with several columns", value)
         outer_keys: list[exp.Expression] = []
+        residual: list[exp.Expression] = []
         if refs:
-            query, outer_keys = _decorrelate(query, inner, outer, value is not None)
+            query, outer_keys, residual, reads = _decorrelate(query, inner, outer, len(values), kind != "not_in")
             rel = self.query(query, ctes)
             right_exprs = [(self.fresh("key"), q(c)) for c in rel.node.columns]
         else:
             rel = self.query(query, ctes)
-            right_exprs = [(self.fresh("key"), q(rel.node.columns[0]))] if value is not None else []
-            if kind == "not_in" or value is None:  # one group: the whole subquery
+            right_exprs = [(self.fresh("key"), q(c)) for c in rel.node.columns[: len(values)]]
+            if kind == "not_in" or not values:  # one group: the whole subquery
                 right_exprs.insert(0, (self.fresh("key"), "1"))
                 outer_keys = [exp.Literal.number(1)]
-        if value is not None:
-            outer_keys.append(value)
-        right = Distinct(Project(rel.node, tuple(right_exprs)))
+        outer_keys.extend(values)
         left, lcols = self.key_columns(node, outer_keys, scope)
+        if residual:
+            # The right keeps its rows (keys, then the columns the residual reads): whether
+            # one matches depends on more than the keys. Inner columns shadow outer ones of
+            # the same alias, as in SQL's scoping.
+            right = Project(rel.node, tuple(right_exprs))
+            inner_scope = {ref: right.columns[len(lcols) + i] for i, ref in enumerate(reads)}
+            cond = _render(_and(residual), {**scope, **inner_scope})
+            return SemiJoin(left, right, kind, lcols, right.columns[: len(lcols)], cond)
+        right = Distinct(Project(rel.node, tuple(right_exprs)))
         return SemiJoin(left, right, kind, lcols, right.columns)
+
+    # --- scalar subqueries: a one-row aggregate, or one row per correlation group -------------
+    def scalar_values(self, node: Node, exprs: list[exp.Expression], scope: dict, ctes, *, filtering: bool):
+        """``node`` with the value of every scalar subquery in ``exprs`` joined to its rows,
+        and copies of ``exprs`` that read those values as columns.
+
+        The subquery must be an aggregate without GROUP BY (constructs.py checks it), so it
+        has one row: uncorrelated, it joins every row without keys. Correlated by
+        equalities in its WHERE, it becomes an aggregate grouped by its side of them,
+        joined on them: an outer join, as a row whose group is missing still sees a value
+        (over no rows: COUNT is 0, the others NULL). A comparison in a WHERE (``filtering``)
+        with an aggregate that is NULL over no rows can never hold for such a row, so
+        there an inner join is enough. The aggregates come out of the subquery as they
+        are and its SELECT expression is computed above the join, so a missing group's
+        value is the expression over COUNTs of 0 and NULLs, as over an empty group.
+        """
+        out: list[exp.Expression] = []
+        for expr in exprs:
+            expr = expr.copy()
+            for sub in _scalar_subqueries(expr):
+                node, value = self.scalar_value(node, sub, scope, ctes, filtering and _null_rejected(sub))
+                column = exp.column(value, quoted=True)
+                expr = column if sub is expr else expr
+                sub.replace(column)
+            out.append(expr)
+        return node, out
+
+    def scalar_value(self, node: Node, sub: exp.Subquery, scope: dict, ctes, null_rejected: bool) -> tuple[Node, str]:
+        """``node`` joined with the one value of ``sub`` per row, and the value's column."""
+        query = sub.this
+        if not isinstance(query, exp.Select) or query.args.get("group") or len(query.expressions) != 1:
+            raise LoweringError("No lowering rule for a scalar subquery other than one aggregate without GROUP BY", sub)
+        expr = query.expressions[0].unalias()
+        aggs = _aggregates(expr)
+        if not aggs or any(_outside_aggregates(c, expr) for c in expr.find_all(exp.Column)):
+            raise LoweringError("No lowering rule for a scalar subquery whose value is not computed from aggregates", sub)
+        inner = {t.alias_or_name.lower() for t in query.find_all(exp.Table, exp.Subquery) if t.alias_or_name}
+        outer = {alias for alias, _ in scope}
+        if not scope and any(c.table and c.table.lower() not in inner for c in query.find_all(exp.Column)):
+            raise LoweringError(
+                "No lowering rule for a correlated scalar subquery in the SELECT or HAVING of a grouped query", sub
+            )
+        keep, inner_keys, outer_keys, residual = _split_correlation(query, inner, outer)
+        if residual:
+            raise LoweringError(
+                f"No lowering rule for the correlated condition {residual[0].sql('spark')} in a scalar subquery (equalities only)",
+                residual[0],
+            )
+        grouped = query.copy()
+        grouped.set("where", exp.Where(this=_and(keep)) if keep else None)
+        keys = [k.as_(f"k{i}") for i, k in enumerate(inner_keys)]
+        grouped.set("expressions", keys + [a.copy().as_(f"a{i}") for i, a in enumerate(aggs)])
+        if inner_keys:
+            grouped.set("group", exp.Group(expressions=[k.copy() for k in inner_keys]))
+        if any(c.table and c.table.lower() not in inner for c in grouped.find_all(exp.Column)):
+            raise LoweringError("No lowering rule for a scalar subquery referring to the outer query outside its WHERE", sub)
+        rel = self.query(grouped, ctes)
+        agg_columns = rel.node.columns[len(inner_keys):]
+        if not inner_keys:
+            node = Join(node, rel.node, (), ())
+        else:
+            left, lcols = self.key_columns(node, outer_keys, scope)
+            rkeys = rel.node.columns[: len(inner_keys)]
+            node = Join(left, rel.node, lcols, rkeys) if null_rejected else OuterJoin(left, rel.node, "left", lcols, rkeys)
+        replacements = {id(a): c for a, c in zip(aggs, agg_columns)}
+
+        def read(e: exp.Expression) -> exp.Expression:
+            if id(e) not in replacements:
+                return e
+            column = exp.column(replacements[id(e)], quoted=True)
+            return exp.func("coalesce", column, exp.Literal.number(0)) if inner_keys and isinstance(e, exp.Count) else column
+
+        value = self.fresh("scalar")
+        rendered = _render(expr.transform(read, copy=False), {})
+        return Project(node, tuple((c, q(c)) for c in node.columns) + ((value, rendered),)), value
 
     def key_columns(self, node: Node, keys: list[exp.Expression], scope) -> tuple[Node, tuple[str, ...]]:
         """Join keys as columns of ``node``: plain columns as they are, expressions computed."""
@@ -259,7 +358,7 @@ class _Lowering:
         return node, tuple(names)
 
     # --- GROUP BY / aggregates / HAVING ---------------------------------------------------
-    def aggregate(self, select: exp.Select, node: Node, scope: dict) -> tuple[Node, tuple[str, ...]]:
+    def aggregate(self, select: exp.Select, node: Node, scope: dict, ctes) -> tuple[Node, tuple[str, ...]]:
         group = select.args.get("group")
         group_exprs = list(group.expressions) if group else []
         pre: list[tuple[str, str]] = []
@@ -292,11 +391,14 @@ class _Lowering:
                     return exp.column(name, quoted=True)
             return e
 
-        result: Node = agg_node
+        # Scalar subqueries of HAVING and SELECT join the groups; the scope is empty as the
+        # rows they could correlate with are grouped away (a correlated one has no rule).
+        evaluated = [having.this if having else exp.true(), *[p.unalias() for p in select.expressions]]
+        result, (having_expr, *projections) = self.scalar_values(agg_node, evaluated, {}, ctes, filtering=False)
         if having:
-            result = Filter(result, _render(having.this.transform(replace), {}))
+            result = Filter(result, _render(having_expr.transform(replace), {}))
         exprs = tuple(
-            (self.fresh(p.alias_or_name), _render(p.unalias().transform(replace), {})) for p in select.expressions
+            (self.fresh(p.alias_or_name), _render(v.transform(replace), {})) for p, v in zip(select.expressions, projections)
         )
         return Project(result, exprs), tuple(p.alias_or_name for p in select.expressions)
 
@@ -343,40 +445,65 @@ def _subquery_test(cond: exp.Expression) -> tuple[str, exp.Expression, exp.Expre
     return None
 
 
-def _decorrelate(query: exp.Expression, inner: set[str], outer: set[str], with_value: bool):
-    """A correlated subquery as (an uncorrelated one selecting its correlation columns, and
-    the compared value when ``with_value``; the outer side of each correlation)."""
+def _decorrelate(query: exp.Expression, inner: set[str], outer: set[str], values: int, residual_ok: bool):
+    """A correlated subquery as (an uncorrelated one selecting its correlation columns, the
+    first ``values`` selected columns, then the inner columns the residual reads; the outer
+    side of each correlation; the residual: the other correlated conditions, allowed when
+    ``residual_ok`` and at least one equality correlates; the (alias, column) of the inner
+    columns the residual reads, in their selected order)."""
     if not isinstance(query, exp.Select) or query.args.get("group") or query.args.get("having") or any(
         _aggregates(p) for p in query.expressions
     ):
         raise LoweringError(
-            "No lowering rule for a correlated subquery other than a plain SELECT (no GROUP BY or aggregates)"
+            "No lowering rule for a correlated subquery other than a plain SELECT (no GROUP BY or aggregates)", query
         )
+    keep, inner_keys, outer_keys, residual = _split_correlation(query, inner, outer)
+    if residual and not (residual_ok and inner_keys):
+        raise LoweringError(
+            f"No lowering rule for the correlated condition {residual[0].sql('spark')} "
+            + ("(NOT IN: equalities only)" if not residual_ok else "(needs an equality beside it)"),
+            residual[0],
+        )
+    columns = (c for r in residual for c in r.find_all(exp.Column) if c.table.lower() in inner)
+    reads = list(dict.fromkeys((c.table.lower(), c.name.lower()) for c in columns))
+    rest = query.copy()
+    rest.set("where", exp.Where(this=_and(keep)) if keep else None)
+    selected = [k.as_(f"k{i}") for i, k in enumerate(inner_keys)]
+    selected += [p.unalias().copy().as_(f"v{i}") for i, p in enumerate(query.expressions[:values])]
+    selected += [exp.column(c, table=t).as_(f"r{i}") for i, (t, c) in enumerate(reads)]
+    rest.set("expressions", selected)
+    rest.set("distinct", None)
+    if any(c.table and c.table.lower() not in inner for c in rest.find_all(exp.Column)):
+        raise LoweringError("No lowering rule for a subquery referring to the outer query outside its WHERE", query)
+    return rest, outer_keys, residual, reads
+
+
+def _split_correlation(query: exp.Select, inner: set[str], outer: set[str]):
+    """The subquery's WHERE conjuncts as (those on its own tables; the inner and the outer
+    side of each equality with the outer query; the other correlated conditions)."""
     keep: list[exp.Expression] = []
     inner_keys: list[exp.Expression] = []
     outer_keys: list[exp.Expression] = []
+    residual: list[exp.Expression] = []
     for cond in _conjuncts(query.args.get("where")):
         tables = _tables(cond)
         if tables <= inner:
             keep.append(cond)
             continue
+        if not tables <= inner | outer:
+            raise LoweringError("No lowering rule for a subquery referring to tables of an enclosing query further out", cond)
+        if cond.find(exp.Query):
+            # Neither a key nor a residual: a residual is evaluated per pair of rows, as SQL text.
+            raise LoweringError("No lowering rule for a correlated condition holding a subquery", cond)
         sides = ((cond.this, cond.expression), (cond.expression, cond.this)) if isinstance(cond, exp.EQ) else ()
         pair = next(
             ((m, t) for m, t in sides if _tables(m) and _tables(m) <= inner and _tables(t) and _tables(t) <= outer - inner), None
         )
         if pair is None:
-            raise LoweringError(f"No lowering rule for the correlated condition {cond.sql('spark')} (equalities only)")
-        inner_keys.append(pair[0].copy()), outer_keys.append(pair[1].copy())
-    rest = query.copy()
-    rest.set("where", exp.Where(this=_and(keep)) if keep else None)
-    selected = [k.as_(f"k{i}") for i, k in enumerate(inner_keys)]
-    if with_value:
-        selected.append(query.expressions[0].unalias().copy().as_("v"))
-    rest.set("expressions", selected)
-    rest.set("distinct", None)
-    if any(c.table and c.table.lower() not in inner for c in rest.find_all(exp.Column)):
-        raise LoweringError("No lowering rule for a subquery referring to the outer query outside its WHERE equalities")
-    return rest, outer_keys
+            residual.append(cond)
+        else:
+            inner_keys.append(pair[0].copy()), outer_keys.append(pair[1].copy())
+    return keep, inner_keys, outer_keys, residual
 
 
 def _placement(items: list[_FromItem], where: list[exp.Expression]):
@@ -469,7 +596,65 @@ def _agg_parts(agg: exp.AggFunc) -> tuple[str, exp.Expression | None]:
 
 
 def _aggregates(node: exp.Expression) -> list[exp.AggFunc]:
-    return [a for a in node.find_all(exp.AggFunc) if not isinstance(a.parent, exp.Window)] if node else []
+    """The aggregate calls of ``node`` itself: not those of window functions or of subqueries in it."""
+    if not node:
+        return []
+    return [a for a in node.find_all(exp.AggFunc) if not isinstance(a.parent, exp.Window) and not _nested(a, node)]
+
+
+def _nested(e: exp.Expression, top: exp.Expression) -> bool:
+    """Whether ``e`` lies in a subquery within ``top``."""
+    if e is top:
+        return False
+    parent = e.parent
+    while parent is not None and parent is not top:
+        if isinstance(parent, exp.Query):
+            return True
+        parent = parent.parent
+    return False
+
+
+def _outside_aggregates(e: exp.Expression, top: exp.Expression) -> bool:
+    """Whether ``e`` (within ``top``) is outside every aggregate call of ``top``."""
+    while e is not None and e is not top:
+        if isinstance(e, exp.AggFunc):
+            return False
+        e = e.parent
+    return not isinstance(top, exp.AggFunc)
+
+
+def _scalar_subqueries(node: exp.Expression) -> list[exp.Subquery]:
+    """The scalar subqueries of ``node``: not those of [NOT] IN or EXISTS, nor any nested
+    in another subquery (that one's lowering handles them)."""
+    return [
+        s for s in node.find_all(exp.Subquery)
+        if not isinstance(s.parent, (exp.In, exp.Exists)) and not _nested(s, node)
+    ]
+
+
+_COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
+
+
+def _null_rejected(sub: exp.Subquery) -> bool:
+    """Whether a row whose correlation group is missing can never pass the condition that
+    ``sub`` is in: the condition is a comparison with ``sub`` (the whole condition), and
+    the subquery's value over no rows is NULL."""
+    parent = sub.parent
+    while isinstance(parent, exp.Paren):
+        parent = parent.parent
+    return isinstance(parent, _COMPARISONS) and parent.parent is None and _null_over_no_rows(sub.this.expressions[0].unalias())
+
+
+def _null_over_no_rows(e: exp.Expression) -> bool:
+    """Whether ``e`` is NULL when its aggregates run over no rows: an aggregate other than
+    COUNT, or arithmetic with such an operand."""
+    if isinstance(e, exp.AggFunc):
+        return not isinstance(e, exp.Count)
+    if isinstance(e, (exp.Paren, exp.Neg, exp.Cast)):
+        return _null_over_no_rows(e.this)
+    if isinstance(e, (exp.Add, exp.Sub, exp.Mul, exp.Div)):
+        return _null_over_no_rows(e.this) or _null_over_no_rows(e.expression)
+    return False
 
 
 def _conjuncts(node: exp.Expression | None) -> list[exp.Expression]:

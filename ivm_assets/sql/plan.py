@@ -155,6 +155,10 @@ class SemiJoin(Node):
     without; NULL keys never match. ``not_in`` (``x NOT IN (SELECT c …)``): the last key
     pair is (x, c), the others correlate a row with its group of right rows; a row passes
     when its group is empty, or has no NULL c and no c equal to x (a NULL x then fails).
+
+    A ``residual`` (semi and anti only: the non-equality correlations of EXISTS) is a
+    predicate over a left row and a right row that a match must satisfy too; the right's
+    columns are then its keys followed by the columns the residual reads.
     """
 
     left: Node
@@ -162,6 +166,7 @@ class SemiJoin(Node):
     kind: Literal["semi", "anti", "not_in"]
     left_keys: tuple[str, ...]
     right_keys: tuple[str, ...]
+    residual: str | None = None
     columns: tuple[str, ...] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -169,8 +174,16 @@ class SemiJoin(Node):
             raise ValueError(f"SemiJoin: kind must be semi, anti or not_in, not {self.kind!r}")
         if len(self.left_keys) != len(self.right_keys) or len(self.left_keys) < (2 if self.kind == "not_in" else 1):
             raise ValueError("SemiJoin: as many left keys as right keys, at least one (two for not_in: group and value)")
-        if not set(self.left_keys) <= set(self.left.columns) or self.right.columns != self.right_keys:
-            raise ValueError("SemiJoin: left keys must be left columns, and the right's columns its keys")
+        if self.residual is not None and self.kind == "not_in":
+            raise ValueError("SemiJoin: a residual applies to semi and anti joins only")
+        right_ok = (
+            self.right.columns[: len(self.right_keys)] == self.right_keys
+            if self.residual is not None
+            else self.right.columns == self.right_keys
+        )
+        if not set(self.left_keys) <= set(self.left.columns) or not right_ok:
+            raise ValueError("SemiJoin: left keys must be left columns, and the right's columns its keys (then the residual's)")
+        _check_unique(self.left.columns + self.right.columns, "SemiJoin")
         object.__setattr__(self, "columns", self.left.columns)
 
     @property

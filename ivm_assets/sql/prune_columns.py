@@ -55,9 +55,10 @@ def _prune(node: Node, needed: frozenset[str]) -> Node:
             return OuterJoin(left, right, node.side, node.left_keys, node.right_keys, node.residual)
         return Join(left, right, node.left_keys, node.right_keys, node.residual)
     if isinstance(node, SemiJoin):
-        uses = frozenset(c for c in node.left.columns if c in needed or c in node.left_keys)
-        right = _prune(node.right, frozenset(node.right_keys))
-        return SemiJoin(_prune(node.left, uses), right, node.kind, node.left_keys, node.right_keys)
+        reads = references(node.residual) if node.residual else frozenset()
+        uses = frozenset(c for c in node.left.columns if c in needed or c in node.left_keys or c in reads)
+        right = _prune(node.right, frozenset(node.right.columns))  # its keys, and what the residual reads
+        return SemiJoin(_prune(node.left, uses), right, node.kind, node.left_keys, node.right_keys, node.residual)
     if isinstance(node, Aggregate):
         uses = frozenset(node.keys) | frozenset(a.arg for a in node.aggs if a.arg)
         return Aggregate(_prune(node.input, uses), node.keys, node.aggs)

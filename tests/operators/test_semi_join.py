@@ -29,3 +29,20 @@ def test_semi_and_anti_joins(spark, data):
         },
         tables=("t", "u"),
     )
+
+
+@settings(property_settings, max_examples=max(1, property_settings.max_examples // 3))
+@given(data=st.data())
+def test_residual_and_multi_column_semi_joins(spark, data):
+    run_random_batches(
+        spark,
+        data,
+        {
+            # EXISTS / NOT EXISTS correlated by an equality and an inequality (TPC-H Q21's
+            # shape, here a self-correlation of t), and IN over two columns.
+            "residual": "SELECT 'exists' AS test, t.id FROM t WHERE EXISTS (SELECT 1 FROM t AS t2 WHERE t2.k = t.k AND t2.id <> t.id) "
+            "AND NOT EXISTS (SELECT 1 FROM u WHERE u.s = t.s AND u.v > t.v) "
+            "UNION ALL SELECT 'in', t.id FROM t WHERE (t.k, t.v) IN (SELECT u.k, u.v + 1 FROM u)",
+        },
+        tables=("t", "u"),
+    )

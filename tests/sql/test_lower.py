@@ -13,7 +13,9 @@ from sqlglot.optimizer.qualify import qualify
 
 from ivm_assets.sql.constructs import find_non_incremental
 from ivm_assets.sql.lower import LoweringError, lower
-from ivm_assets.sql.plan import Distinct, Except, Filter, Intersect, Join, Node, OuterJoin, Project, SemiJoin, UnionAll, walk
+from ivm_assets.sql.plan import (
+    Aggregate, Distinct, Except, Filter, Intersect, Join, Node, OuterJoin, Project, SemiJoin, UnionAll, walk,
+)
 
 SCHEMA = {"t": {"id": "bigint", "k": "bigint", "v": "bigint"}, "u": {"id": "bigint", "k": "bigint", "w": "bigint"}}
 
@@ -134,3 +136,71 @@ def test_constructs_report_subqueries_outside_where_conditions():
         "EXISTS (subquery) other than a condition of WHERE at line 1, column 33"
     ]
     assert found("SELECT k IN (SELECT k FROM u) AS b FROM t") == ["IN (subquery) other than a condition of WHERE at line 1, column 10"]
+
+
+def test_uncorrelated_scalar_subquery_joins_a_global_aggregate_without_keys():
+    root = plan_of("SELECT t.id FROM t WHERE t.v > (SELECT AVG(u.w) FROM u)")
+    join = only(root, Join)
+    assert join.left_keys == () and only(join.right, Aggregate).keys == ()
+    assert any(isinstance(n, Filter) and join in walk(n) for n in walk(root))
+    # HAVING: the groups join the value.
+    root = plan_of("SELECT t.k, SUM(t.v) AS s FROM t GROUP BY t.k HAVING SUM(t.v) > (SELECT SUM(u.w) * 0.1 FROM u)")
+    join = only(root, Join)
+    assert isinstance(join.left, Aggregate) and join.left.keys and join.left_keys == ()
+
+
+def test_correlated_scalar_subquery_is_a_grouped_aggregate_joined_on_the_correlation():
+    # Compared in WHERE with a value NULL over no rows: a missing group fails, an inner join suffices.
+    join = only(plan_of("SELECT t.id FROM t WHERE t.v < (SELECT 0.5 * SUM(u.w) FROM u WHERE u.k = t.k)"), Join)
+    assert len(join.left_keys) == 1 and only(join.right, Aggregate).keys
+    # COUNT over a missing group is 0 (the "COUNT bug"): an outer join, then COALESCE.
+    root = plan_of("SELECT t.id FROM t WHERE (SELECT COUNT(*) FROM u WHERE u.k = t.k) = 0")
+    assert only(root, OuterJoin).side == "left"
+    assert any(isinstance(n, Project) and any("COALESCE" in e for _, e in n.exprs) for n in walk(root))
+    # In SELECT every row stays, its group found or not.
+    assert only(plan_of("SELECT t.id, (SELECT MAX(u.w) FROM u WHERE u.k = t.k) AS m FROM t"), OuterJoin).side == "left"
+
+
+def test_scalar_subqueries_without_a_rule():
+    for sql, where in (
+        ("SELECT t.id FROM t WHERE t.v > (SELECT AVG(u.w) FROM u WHERE u.k < t.k)", "u.k < t.k"),
+        ("SELECT t.k, (SELECT MAX(u.w) FROM u WHERE u.k = t.k) AS m FROM t GROUP BY t.k", None),
+    ):
+        with pytest.raises(LoweringError) as info:
+            plan_of(sql)
+        assert info.value.node is not None and (where is None or info.value.node.sql() == where)
+
+    def found(sql: str) -> list[str]:
+        return [f.describe() for f in find_non_incremental(sqlglot.parse_one(sql, read="spark"), sql)]
+
+    assert found("SELECT id, (SELECT w FROM u WHERE u.id = 1) AS w FROM t") == [
+        "scalar subquery that is not one aggregate without GROUP BY or HAVING (it could return no row or several) "
+        "at line 1, column 12"
+    ]
+    assert found("SELECT id FROM t JOIN u ON t.k = (SELECT MAX(k) FROM u)") == [
+        "scalar subquery outside WHERE, SELECT and HAVING at line 1, column 34"
+    ]
+    assert found("SELECT id, (SELECT COUNT(*) FROM u WHERE u.k = t.k) AS n FROM t") == []
+
+
+def test_exists_with_an_inequality_is_a_semi_join_with_a_residual():
+    semi = only(plan_of("SELECT t.id FROM t WHERE NOT EXISTS (SELECT 1 FROM u WHERE u.k = t.k AND u.w <> t.v)"), SemiJoin)
+    assert semi.kind == "anti" and len(semi.left_keys) == 1 and semi.residual and "<>" in semi.residual
+    assert semi.right.columns[: len(semi.right_keys)] == semi.right_keys and len(semi.right.columns) == 2
+    for sql in (
+        "SELECT t.id FROM t WHERE t.v NOT IN (SELECT u.w FROM u WHERE u.k <> t.k)",  # NOT IN: equalities only
+        "SELECT t.id FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.k <> t.k)",  # no equality beside it
+        # a correlated condition holding a subquery (correlated itself) is neither key nor residual
+        "SELECT t.id FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.k = t.k AND u.w > (SELECT AVG(x.w) FROM u AS x WHERE x.k = t.v))",
+    ):
+        with pytest.raises(LoweringError):
+            plan_of(sql)
+
+
+def test_in_over_several_columns_is_a_semi_join_on_all_of_them():
+    semi = only(plan_of("SELECT t.id FROM t WHERE (t.k, t.v) IN (SELECT u.k, u.w FROM u)"), SemiJoin)
+    assert semi.kind == "semi" and len(semi.left_keys) == 2 and semi.residual is None
+    sql = "SELECT id FROM t WHERE (k, v) NOT IN (SELECT k, w FROM u)"
+    assert [f.describe() for f in find_non_incremental(sqlglot.parse_one(sql, read="spark"), sql)] == [
+        "NOT IN (subquery) with several columns at line 1, column 31"
+    ]
