@@ -13,7 +13,7 @@ from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 from sqlglot import exp
-from sqlglot.errors import OptimizeError
+from sqlglot.errors import OptimizeError, SqlglotError
 from sqlglot.optimizer.qualify import qualify
 
 from ivm_assets.config import ViewSettings
@@ -101,7 +101,7 @@ def compile_view(spark: SparkSession, view: ViewDefinition, schemas: Mapping[str
         try:
             qualified = qualify(view.statement.copy(), schema=sg_schema, dialect="spark", quote_identifiers=False)
             compiled.sql = order_ties(qualified).sql(dialect="spark")
-        except (OptimizeError, KeyError) as exc:
+        except (SqlglotError, KeyError) as exc:
             compiled.findings.append(Finding(f"query whose ties cannot be ordered ({exc})", None, None))
     if not compiled.findings:
         try:
