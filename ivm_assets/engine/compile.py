@@ -26,6 +26,7 @@ from ivm_assets.sql.order_ties import order_ties
 from ivm_assets.sql.parse import spark_error, sql_hash
 from ivm_assets.sql.plan import Plan
 from ivm_assets.sql.prune_columns import prune_columns
+from ivm_assets.sql.top_k_per_group import top_k_per_group
 
 
 @dataclass(frozen=True)
@@ -107,7 +108,7 @@ def compile_view(spark: SparkSession, view: ViewDefinition, schemas: Mapping[str
         try:
             qualified = qualify(view.statement.copy(), schema=sg_schema, dialect="spark", quote_identifiers=False)
             relations = {n: tuple(f.name for f in schemas[n].fields) for n in view.dependencies}
-            compiled.plan = prune_columns(lower(qualified, relations))
+            compiled.plan = top_k_per_group(prune_columns(lower(qualified, relations)))
             compiled.root = incrementalize(compiled.plan)
         except (LoweringError, OptimizeError, KeyError) as exc:
             compiled.findings.append(Finding(f"construct without an incremental rule ({exc})", None, None))

@@ -72,7 +72,7 @@ def incrementalize(plan: Plan) -> Operator:
             kind = "intersect" if isinstance(node, Intersect) else "except"
             return SetOperationOp(op_id, left, visit(node.right), kind, node.all)
         if isinstance(node, TopK):
-            return TopKOp(op_id, visit(node.input), node.order, node.limit, node.offset)
+            return TopKOp(op_id, visit(node.input), node.order, node.limit, node.offset, node.partition, node.position)
         if isinstance(node, Window):
             return WindowOp(op_id, visit(node.input), node.partition, node.calls)
         raise TypeError(f"No incremental rule for {type(node).__name__}")

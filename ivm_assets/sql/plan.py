@@ -271,20 +271,33 @@ SortKey = tuple[str, bool, bool]
 
 
 @dataclass(frozen=True)
-class TopK(_SameColumns):
+class TopK(Node):
     """``ORDER BY order LIMIT limit OFFSET offset``: the rows at positions offset + 1 to
-    offset + limit of ``input`` sorted by ``order``, each copy of a duplicate taking one place.
+    offset + limit of ``input`` sorted by ``order``, each copy of a duplicate taking one place;
+    with ``partition``, of each partition (a per-group top-k), and with ``position``, an
+    extra column of that name holding the place (what ROW_NUMBER gives).
 
     The order must be total (every input column in it, after the query's own sort keys), so
     that which rows are in is defined even when the query's sort keys tie.
     """
 
+    input: Node
     order: tuple[SortKey, ...]
     limit: int
     offset: int = 0
+    partition: tuple[str, ...] = ()
+    position: str | None = None
+    columns: tuple[str, ...] = field(init=False)
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.input,)
 
     def __post_init__(self) -> None:
-        super().__post_init__()
+        object.__setattr__(self, "columns", self.input.columns + ((self.position,) if self.position else ()))
+        _check_unique(self.columns, "TopK")
+        if not set(self.partition) <= set(self.input.columns):
+            raise ValueError("TopK: partition columns must be input columns")
         if not set(self.input.columns) <= {c for c, _, _ in self.order}:
             raise ValueError("TopK: the order must be total: every input column in it")
         if self.limit < 0 or self.offset < 0:

@@ -67,7 +67,8 @@ def _prune(node: Node, needed: frozenset[str]) -> Node:
         return type(node)(left, right, node.all)
     if isinstance(node, TopK):
         # The order is total over every input column: all of them decide which rows are in.
-        return TopK(_prune(node.input, frozenset(node.input.columns)), node.order, node.limit, node.offset)
+        below = _prune(node.input, frozenset(node.input.columns))
+        return TopK(below, node.order, node.limit, node.offset, node.partition, node.position)
     if isinstance(node, Window):
         calls = tuple((n, e) for n, e in node.calls if n in needed)
         uses = (needed & frozenset(node.input.columns)) | frozenset(node.partition)

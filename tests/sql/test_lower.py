@@ -13,6 +13,8 @@ from sqlglot.optimizer.qualify import qualify
 
 from ivm_assets.sql.constructs import find_non_incremental
 from ivm_assets.sql.lower import LoweringError, lower
+from ivm_assets.sql.prune_columns import prune_columns
+from ivm_assets.sql.top_k_per_group import top_k_per_group
 from ivm_assets.sql.plan import (
     Distinct, Except, Filter, Intersect, Join, Node, OuterJoin, Project, SemiJoin, TopK, UnionAll, Window, walk,
 )
@@ -189,6 +191,28 @@ def test_per_group_top_k_filters_above_the_window():
         window = only(root, Window)
         above = [n for n in walk(root) if isinstance(n, Filter) and any(m is window for m in walk(n))]
         assert len(above) == 1 and "<= 2" in above[0].predicate
+
+
+def test_bounded_row_number_becomes_a_top_k_per_partition():
+    def rewritten(sql: str) -> Node:
+        statement = qualify(sqlglot.parse_one(sql, read="spark"), schema=SCHEMA, dialect="spark", quote_identifiers=False)
+        plan = lower(statement, {name: tuple(cols) for name, cols in SCHEMA.items()})
+        return top_k_per_group(prune_columns(plan)).root
+
+    root = rewritten(
+        "SELECT x.k, x.id, x.r FROM (SELECT t.k, t.id, ROW_NUMBER() OVER (PARTITION BY t.k ORDER BY t.v DESC) AS r FROM t) AS x "
+        "WHERE x.r < 3 AND x.id > 0"
+    )
+    top = only(root, TopK)
+    assert (top.limit, top.offset, len(top.partition)) == (2, 0, 1) and top.position is not None
+    assert top.order[0][1:] == (True, False) and {c for c, _, _ in top.order} == set(top.input.columns)
+    assert not any(isinstance(n, Window) for n in walk(root))
+    # RANK keeps its window (ties share a rank), as does a ROW_NUMBER beside another function.
+    for sql in (
+        "SELECT t.k FROM t QUALIFY RANK() OVER (PARTITION BY t.k ORDER BY t.v) <= 2",
+        "SELECT t.k, SUM(t.v) OVER (PARTITION BY t.k) AS s FROM t QUALIFY ROW_NUMBER() OVER (PARTITION BY t.k ORDER BY t.v) = 1",
+    ):
+        assert not any(isinstance(n, TopK) for n in walk(rewritten(sql)))
 
 
 def test_constructs_report_nondeterministic_limits_and_other_windows():
