@@ -52,8 +52,10 @@ FROM orders
 GROUP BY status
 """,
     "top_customers": """\
--- ORDER BY ... LIMIT is not maintained incrementally: refreshed by full recompute.
-SELECT c.customer_id, c.name, SUM(l.quantity * l.unit_price) AS spent
+-- The share of all spending is a window over an aggregate, which is not maintained
+-- incrementally: refreshed by full recompute (ORDER BY ... LIMIT alone would be).
+SELECT c.customer_id, c.name, SUM(l.quantity * l.unit_price) AS spent,
+       SUM(l.quantity * l.unit_price) / SUM(SUM(l.quantity * l.unit_price)) OVER () AS share
 FROM customers c
 JOIN orders o ON o.customer_id = c.customer_id
 JOIN order_lines l ON l.order_id = o.order_id

@@ -1,5 +1,5 @@
 -- TPC-H Q2 (minimum cost supplier) as an incrementally maintained view (Spark SQL).
--- ORDER BY and LIMIT 100 kept (the spec's top 100): recomputed until top-k is incremental.
+-- ORDER BY and LIMIT 100 kept (the spec's top 100): an incremental top-k.
 -- The correlated scalar subquery (MIN per part): a grouped aggregate joined on the part key.
 -- FROM lists partsupp before supplier (the spec: part, supplier, partsupp): joins follow the
 -- FROM order, and part then supplier, which share no condition, would be a cross join.

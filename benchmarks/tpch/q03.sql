@@ -1,5 +1,5 @@
 -- TPC-H Q3 (shipping priority) as an incrementally maintained view (Spark SQL).
--- ORDER BY and LIMIT 10 dropped: the view keeps every group; order and top-N belong to the reader.
+-- ORDER BY … LIMIT 10 as in the spec: a top-k (ties at the 10th row broken by the output columns).
 SELECT
     l_orderkey,
     SUM(l_extendedprice * (1 - l_discount)) AS revenue,
@@ -12,3 +12,5 @@ WHERE c_mktsegment = 'BUILDING'
   AND o_orderdate < DATE '1995-03-15'
   AND l_shipdate > DATE '1995-03-15'
 GROUP BY l_orderkey, o_orderdate, o_shippriority
+ORDER BY revenue DESC, o_orderdate
+LIMIT 10

@@ -1,5 +1,5 @@
 -- TPC-H Q10 (returned item reporting) as an incrementally maintained view (Spark SQL).
--- ORDER BY and LIMIT 20 dropped: the view keeps every group; order and top-N belong to the reader.
+-- ORDER BY … LIMIT 20 as in the spec: a top-k (ties at the 20th row broken by the output columns).
 SELECT
     c_custkey,
     c_name,
@@ -17,3 +17,5 @@ WHERE c_custkey = o_custkey
   AND l_returnflag = 'R'
   AND c_nationkey = n_nationkey
 GROUP BY c_custkey, c_name, c_acctbal, c_phone, n_name, c_address, c_comment
+ORDER BY revenue DESC
+LIMIT 20

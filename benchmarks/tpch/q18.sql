@@ -1,6 +1,6 @@
 -- TPC-H Q18 (large volume customer) as an incrementally maintained view (Spark SQL).
--- ORDER BY and LIMIT 100 dropped: the view keeps every group; order and top-N belong to the
--- reader. IN (subquery over an aggregate): a semi join.
+-- ORDER BY … LIMIT 100 as in the spec: a top-k (ties at the 100th row broken by the output
+-- columns). IN (subquery over an aggregate): a semi join.
 SELECT c_name, c_custkey, o_orderkey, o_orderdate, o_totalprice, SUM(l_quantity) AS sum_qty
 FROM customer, orders, lineitem
 WHERE o_orderkey IN (
@@ -9,3 +9,5 @@ WHERE o_orderkey IN (
   AND c_custkey = o_custkey
   AND o_orderkey = l_orderkey
 GROUP BY c_name, c_custkey, o_orderkey, o_orderdate, o_totalprice
+ORDER BY o_totalprice DESC, o_orderdate
+LIMIT 100

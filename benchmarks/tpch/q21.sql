@@ -1,6 +1,6 @@
 -- TPC-H Q21 (suppliers who kept orders waiting) as an incrementally maintained view (Spark SQL).
--- ORDER BY and LIMIT 100 dropped: the view keeps every group; order and top-N belong to the
--- reader. EXISTS and NOT EXISTS correlated by equality and inequality.
+-- ORDER BY … LIMIT 100 as in the spec: a top-k (ties at the 100th row broken by the output
+-- columns). EXISTS and NOT EXISTS correlated by equality and inequality.
 SELECT s_name, COUNT(*) AS numwait
 FROM supplier, lineitem l1, orders, nation
 WHERE s_suppkey = l1.l_suppkey
@@ -18,3 +18,5 @@ WHERE s_suppkey = l1.l_suppkey
   AND s_nationkey = n_nationkey
   AND n_name = 'SAUDI ARABIA'
 GROUP BY s_name
+ORDER BY numwait DESC, s_name
+LIMIT 100

@@ -13,7 +13,7 @@ from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 from sqlglot import exp
-from sqlglot.errors import OptimizeError
+from sqlglot.errors import OptimizeError, SqlglotError
 from sqlglot.optimizer.qualify import qualify
 
 from ivm_assets.config import ViewSettings
@@ -22,9 +22,11 @@ from ivm_assets.operators.base import Operator
 from ivm_assets.sql.constructs import Finding, find_non_incremental, locate
 from ivm_assets.sql.incrementalize import incrementalize
 from ivm_assets.sql.lower import LoweringError, lower
+from ivm_assets.sql.order_ties import order_ties
 from ivm_assets.sql.parse import spark_error, sql_hash
 from ivm_assets.sql.plan import Plan
 from ivm_assets.sql.prune_columns import prune_columns
+from ivm_assets.sql.top_k_per_group import top_k_per_group
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,8 @@ class CompiledView:
     findings: list[Finding] = field(default_factory=list)
     plan: Plan | None = None
     root: Operator | None = None
+    # The query every refresh computes: the view's text, or its ties ordered (see order_ties).
+    sql: str = ""
 
     @property
     def name(self) -> str:
@@ -91,13 +95,20 @@ def analyze(spark: SparkSession, view: ViewDefinition, schemas: Mapping[str, T.S
 def compile_view(spark: SparkSession, view: ViewDefinition, schemas: Mapping[str, T.StructType]) -> CompiledView:
     """Analyze ``view`` and build its incremental dataflow (or record why there is none)."""
     schema = analyze(spark, view, schemas)
-    compiled = CompiledView(view, schema, find_non_incremental(view.statement, view.text))
+    compiled = CompiledView(view, schema, find_non_incremental(view.statement, view.text), sql=view.text)
+    sg_schema = {n: {f.name: f.dataType.simpleString() for f in schemas[n].fields} for n in view.dependencies}
+    if any(isinstance(n, exp.Window) or (isinstance(n, exp.Limit) and n.parent.args.get("order")) for n in view.statement.walk()):
+        # Ties ordered as the incremental plan orders them, for the recomputes too.
+        try:
+            qualified = qualify(view.statement.copy(), schema=sg_schema, dialect="spark", quote_identifiers=False)
+            compiled.sql = order_ties(qualified).sql(dialect="spark")
+        except (SqlglotError, KeyError) as exc:
+            compiled.findings.append(Finding(f"query whose ties cannot be ordered ({exc})", None, None))
     if not compiled.findings:
         try:
-            sg_schema = {n: {f.name: f.dataType.simpleString() for f in schemas[n].fields} for n in view.dependencies}
             qualified = qualify(view.statement.copy(), schema=sg_schema, dialect="spark", quote_identifiers=False)
             relations = {n: tuple(f.name for f in schemas[n].fields) for n in view.dependencies}
-            compiled.plan = prune_columns(lower(qualified, relations))
+            compiled.plan = top_k_per_group(prune_columns(lower(qualified, relations)))
             compiled.root = incrementalize(compiled.plan)
         except (LoweringError, OptimizeError, KeyError) as exc:
             node = exc.node if isinstance(exc, LoweringError) else None

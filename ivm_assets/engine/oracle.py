@@ -1,6 +1,7 @@
 """The correctness oracle: a view's output equals its query run from scratch.
 
-The query is recomputed by Spark SQL over the sources' snapshots at the versions the last
+The query (with its ties ordered, as the engine computes it: see
+:mod:`ivm_assets.sql.order_ties`) is recomputed by Spark SQL over the sources' snapshots at the versions the last
 committed epoch consumed, and compared with the output table as bags (``EXCEPT ALL`` both
 ways). Floating-point columns are compared after rounding to ``SIGNIFICANT_DIGITS``
 significant digits: an incrementally maintained SUM/AVG over DOUBLE adds the same numbers
@@ -61,10 +62,10 @@ def check_view(project, view: str, *, sample_size: int = 5) -> OracleResult:
     record = Progress(project.location(view).progress).last_committed()
     if record is None:
         raise RefreshError(f"view {view!r} has never been refreshed; nothing to check")
-    definition = project.views[view]
     for name, source in record.payload["sources"].items():
         delta.read_snapshot(spark, project.relation_uri(name), version=source["to"]).createOrReplaceTempView(name)
-    expected = _normalize(spark.sql(definition.text))
+    # The query as every refresh computes it: with its ties ordered (see order_ties).
+    expected = _normalize(spark.sql(project.compile([view])[view].sql))
     actual_raw = delta.read_snapshot(spark, project.location(view).output, version=record.payload["output_version_after"])
     actual = _normalize(actual_raw.select(*[F.col(f"`{n}`") for n in expected.columns]))
     # One job: +1 per expected row, −1 per actual row; what does not cancel is a difference.

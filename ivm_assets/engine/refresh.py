@@ -325,7 +325,7 @@ def _recompute(
     """Full recompute with Spark SQL itself (views with constructs that are not incremental)."""
     for name, frame in frames.items():
         frame.drop(WEIGHT).createOrReplaceTempView(name)
-    rows = spark.sql(view.definition.text)
+    rows = spark.sql(view.sql)
     rows = rows.select(*[F.col(f"`{f.name}`").cast(f.dataType).alias(f.name) for f in view.schema.fields])
     if delta.holds_epoch(where.output, epoch):
         return {}

@@ -25,6 +25,7 @@ _NONDETERMINISTIC_NODES = (
     exp.CurrentDatetime,
 )
 SUPPORTED_AGGREGATES = (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max)
+SUPPORTED_WINDOW_FUNCTIONS = (exp.RowNumber, exp.Rank, exp.DenseRank, exp.Lag, exp.Lead, *SUPPORTED_AGGREGATES)
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ def find_non_incremental(statement: exp.Expression, text: str) -> list[Finding]:
 
 def _check(node: exp.Expression, add) -> None:  # noqa: C901 - one flat table of rules
     if isinstance(node, exp.Window):
-        add("window function (OVER …)", node, r"\bover\b")
+        _check_window(node, add)
     elif isinstance(node, exp.Join):
         if node.args.get("method"):
             add(f"{node.args['method'].upper()} JOIN", node, r"\bnatural\b")
@@ -75,9 +76,14 @@ def _check(node: exp.Expression, add) -> None:  # noqa: C901 - one flat table of
         if problem:
             add(f"scalar subquery {problem}", node, r"\(\s*select\b")
     elif isinstance(node, exp.Limit):
-        add("ORDER BY … LIMIT" if node.parent and node.parent.args.get("order") else "LIMIT", node, r"\blimit\b")
+        if not (node.parent and node.parent.args.get("order")):
+            add("LIMIT without ORDER BY (which rows it keeps is not defined)", node, r"\blimit\b")
+        elif not _count(node):
+            add("LIMIT by other than a constant count", node, r"\blimit\b")
     elif isinstance(node, exp.Offset):
-        add("OFFSET", node, r"\boffset\b")
+        parent = node.parent
+        if not (parent and parent.args.get("order") and parent.args.get("limit")) or not _count(node):
+            add("OFFSET without ORDER BY … LIMIT or by other than a constant count", node, r"\boffset\b")
     elif isinstance(node, _NONDETERMINISTIC_NODES) or (
         isinstance(node, exp.Anonymous) and str(node.this).lower() in NONDETERMINISTIC
     ):
@@ -91,8 +97,30 @@ def _check(node: exp.Expression, add) -> None:  # noqa: C901 - one flat table of
         add("WITH RECURSIVE", node, r"\brecursive\b")
     elif isinstance(node, (exp.Lateral, exp.Unnest, exp.Explode, exp.Posexplode, exp.Inline)):
         add("generator / LATERAL VIEW", node, r"\blateral\b|\bexplode\b|\binline\b|\bposexplode\b")
-    elif isinstance(node, (exp.Pivot, exp.TableSample, exp.Values, exp.Qualify)):
+    elif isinstance(node, (exp.Pivot, exp.TableSample, exp.Values)):
         add(type(node).__name__.upper(), node, rf"\b{type(node).__name__}\b")
+
+
+def _check_window(node: exp.Window, add) -> None:
+    if node.args.get("alias") or node.arg_key == "windows":
+        add("named window (OVER name, WINDOW … AS)", node, r"\bover\b")
+        return
+    function = node.this
+    if not isinstance(function, SUPPORTED_WINDOW_FUNCTIONS) or isinstance(function.this, exp.Distinct):
+        name = function.sql_name() if isinstance(function, exp.Func) else type(function).__name__
+        add(f"window function {name.upper()}", node, r"\bover\b")
+        return
+    select = node.find_ancestor(exp.Select)
+    if select is not None and (
+        select.args.get("group") or any(not isinstance(a.parent, exp.Window) for p in select.expressions for a in p.find_all(exp.AggFunc))
+    ):
+        add("window function over GROUP BY or aggregates in the same SELECT", node, r"\bover\b")
+
+
+def _count(node: exp.Limit | exp.Offset) -> bool:
+    """Whether LIMIT / OFFSET takes a constant, non-negative integer."""
+    value = node.expression
+    return isinstance(value, exp.Literal) and not value.is_string and value.this.isdigit()
 
 
 def _where_conjunct(node: exp.Expression) -> bool:

@@ -27,8 +27,11 @@ from ivm_assets.operators.outer_join import OuterJoinOp
 from ivm_assets.operators.residual_semi_join import ResidualSemiJoinOp
 from ivm_assets.operators.semi_join import NotInOp, SemiJoinOp
 from ivm_assets.operators.set_operation import SetOperationOp
+from ivm_assets.operators.top_k import TopKOp
+from ivm_assets.operators.window import WindowOp
 from ivm_assets.sql.plan import (
-    Aggregate, Distinct, Except, Filter, Intersect, Join, Node, OuterJoin, Plan, Project, Scan, SemiJoin, UnionAll,
+    Aggregate, Distinct, Except, Filter, Intersect, Join, Node, OuterJoin, Plan, Project, Scan, SemiJoin, TopK, UnionAll,
+    Window,
 )
 
 
@@ -72,6 +75,10 @@ def incrementalize(plan: Plan) -> Operator:
             left = visit(node.left)
             kind = "intersect" if isinstance(node, Intersect) else "except"
             return SetOperationOp(op_id, left, visit(node.right), kind, node.all)
+        if isinstance(node, TopK):
+            return TopKOp(op_id, visit(node.input), node.order, node.limit, node.offset, node.partition, node.position)
+        if isinstance(node, Window):
+            return WindowOp(op_id, visit(node.input), node.partition, node.calls)
         raise TypeError(f"No incremental rule for {type(node).__name__}")
 
     return visit(plan.root)

@@ -279,6 +279,67 @@ class Except(_SetOperation):
     """EXCEPT [ALL]: a row ``max(l − r, 0)`` times (ALL), or once when ``l > 0 and r = 0``."""
 
 
+# One sort key: (column, descending, NULLs first).
+SortKey = tuple[str, bool, bool]
+
+
+@dataclass(frozen=True)
+class TopK(Node):
+    """``ORDER BY order LIMIT limit OFFSET offset``: the rows at positions offset + 1 to
+    offset + limit of ``input`` sorted by ``order``, each copy of a duplicate taking one place;
+    with ``partition``, of each partition (a per-group top-k), and with ``position``, an
+    extra column of that name holding the place (what ROW_NUMBER gives).
+
+    The order must be total (every input column in it, after the query's own sort keys), so
+    that which rows are in is defined even when the query's sort keys tie.
+    """
+
+    input: Node
+    order: tuple[SortKey, ...]
+    limit: int
+    offset: int = 0
+    partition: tuple[str, ...] = ()
+    position: str | None = None
+    columns: tuple[str, ...] = field(init=False)
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.input,)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "columns", self.input.columns + ((self.position,) if self.position else ()))
+        _check_unique(self.columns, "TopK")
+        if not set(self.partition) <= set(self.input.columns):
+            raise ValueError("TopK: partition columns must be input columns")
+        if not set(self.input.columns) <= {c for c, _, _ in self.order}:
+            raise ValueError("TopK: the order must be total: every input column in it")
+        if self.limit < 0 or self.offset < 0:
+            raise ValueError("TopK: limit and offset must not be negative")
+
+
+@dataclass(frozen=True)
+class Window(Node):
+    """The input's columns plus one column per window function: ``calls`` are (name, Spark
+    SQL window expression) pairs that all partition by ``partition`` (input columns; none
+    means one partition of every row). Each call's ORDER BY is total where the function's
+    value depends on the order among ties (ROW_NUMBER, LAG, LEAD, ROWS frames)."""
+
+    input: Node
+    partition: tuple[str, ...]
+    calls: tuple[tuple[str, str], ...]
+    columns: tuple[str, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        if not set(self.partition) <= set(self.input.columns) or not self.calls:
+            raise ValueError("Window: partition columns must be input columns, and one call at least")
+        object.__setattr__(self, "columns", self.input.columns + tuple(name for name, _ in self.calls))
+        _check_unique(self.columns, "Window")
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.input,)
+
+
 @dataclass(frozen=True)
 class Plan:
     """A lowered view: the root node, and the view's column names (by position)."""

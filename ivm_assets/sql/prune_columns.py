@@ -18,7 +18,8 @@ import sqlglot
 from sqlglot import exp
 
 from ivm_assets.sql.plan import (
-    Aggregate, Distinct, Except, Filter, Intersect, Join, Node, OuterJoin, Plan, Project, Scan, SemiJoin, UnionAll, q,
+    Aggregate, Distinct, Except, Filter, Intersect, Join, Node, OuterJoin, Plan, Project, Scan, SemiJoin, TopK, UnionAll,
+    Window, q,
 )
 
 
@@ -70,6 +71,16 @@ def _prune(node: Node, needed: frozenset[str]) -> Node:
         # Every column takes part in a row's identity.
         left, right = (_prune(n, frozenset(n.columns)) for n in (node.left, node.right))
         return type(node)(left, right, node.all)
+    if isinstance(node, TopK):
+        # The order is total over every input column: all of them decide which rows are in.
+        below = _prune(node.input, frozenset(node.input.columns))
+        return TopK(below, node.order, node.limit, node.offset, node.partition, node.position)
+    if isinstance(node, Window):
+        calls = tuple((n, e) for n, e in node.calls if n in needed)
+        uses = (needed & frozenset(node.input.columns)) | frozenset(node.partition)
+        uses = uses.union(*(references(e) for _, e in calls))
+        below = _prune(node.input, uses)
+        return Window(below, node.partition, calls) if calls else below
     raise TypeError(f"No pruning rule for {type(node).__name__}")
 
 

@@ -34,6 +34,8 @@ def test_join_aggregate_distinct_through_spark_reads(spark, data, monkeypatch):
             "breadth": "SELECT t.id, w.id AS wid FROM t LEFT JOIN u AS w ON w.k = t.k AND w.v > t.v "
             "WHERE t.v NOT IN (SELECT u.v FROM u WHERE u.s = t.s) AND EXISTS (SELECT 1 FROM u WHERE u.k = t.k) "
             "UNION SELECT id, id FROM u INTERSECT SELECT id, id FROM t",
+            # A window's partition rows and a top-k's buffer and refill read through Spark.
+            "ranked": "SELECT k, v, RANK() OVER (PARTITION BY k ORDER BY v) AS r FROM t ORDER BY v DESC, k LIMIT 3",
         },
         tables=("t", "u"),
     )

@@ -13,8 +13,10 @@ from sqlglot.optimizer.qualify import qualify
 
 from ivm_assets.sql.constructs import find_non_incremental
 from ivm_assets.sql.lower import LoweringError, lower
+from ivm_assets.sql.prune_columns import prune_columns
+from ivm_assets.sql.top_k_per_group import top_k_per_group
 from ivm_assets.sql.plan import (
-    Aggregate, Distinct, Except, Filter, Intersect, Join, Node, OuterJoin, Project, SemiJoin, UnionAll, walk,
+    Aggregate, Distinct, Except, Filter, Intersect, Join, Node, OuterJoin, Project, SemiJoin, TopK, UnionAll, Window, walk,
 )
 
 SCHEMA = {"t": {"id": "bigint", "k": "bigint", "v": "bigint"}, "u": {"id": "bigint", "k": "bigint", "w": "bigint"}}
@@ -136,6 +138,96 @@ def test_constructs_report_subqueries_outside_where_conditions():
         "EXISTS (subquery) other than a condition of WHERE at line 1, column 33"
     ]
     assert found("SELECT k IN (SELECT k FROM u) AS b FROM t") == ["IN (subquery) other than a condition of WHERE at line 1, column 10"]
+
+
+# --- ORDER BY … LIMIT, window functions ------------------------------------------------------
+def test_order_by_limit_is_a_top_k_over_a_total_order():
+    root = plan_of("SELECT t.id, t.v FROM t ORDER BY t.v DESC LIMIT 3")
+    assert isinstance(root, TopK) and (root.limit, root.offset) == (3, 0)
+    v, id_ = root.input.columns[1], root.input.columns[0]
+    # The query's key (DESC: NULLs last), then every output column not yet in it (ties).
+    assert root.order == ((v, True, False), (id_, False, True))
+
+
+def test_top_k_sorted_by_a_column_it_does_not_output_drops_it_above():
+    root = plan_of("SELECT t.id FROM t ORDER BY t.v NULLS LAST, t.id DESC LIMIT 2 OFFSET 1")
+    assert isinstance(root, Project) and root.columns == root.input.columns[:1]
+    top = root.input
+    assert isinstance(top, TopK) and top.offset == 1
+    assert [k[1:] for k in top.order] == [(False, False), (True, False)]
+    assert top.order[0][0] == top.input.columns[1]  # the hidden key, computed by the projection below
+
+
+def test_top_k_over_an_aggregate_and_a_union():
+    root = plan_of("SELECT t.k, SUM(t.v) AS s FROM t GROUP BY t.k ORDER BY s DESC LIMIT 5")
+    assert isinstance(root, TopK) and root.order[0] == (root.columns[1], True, False)
+    assert kinds(root)[:3] == ["TopK", "Project", "Aggregate"]
+    root = plan_of("SELECT t.k FROM t UNION SELECT u.k FROM u ORDER BY 1 LIMIT 2")
+    assert isinstance(root, TopK) and isinstance(root.input, Distinct)
+    with pytest.raises(LoweringError):
+        plan_of("SELECT DISTINCT t.k FROM t ORDER BY t.v LIMIT 2")
+
+
+def test_windows_one_node_per_partition_by_with_ties_ordered_where_they_matter():
+    root = plan_of(
+        "SELECT t.id, ROW_NUMBER() OVER (PARTITION BY t.k ORDER BY t.v) AS rn, "
+        "RANK() OVER (PARTITION BY t.k ORDER BY t.v) AS r, SUM(t.v) OVER () AS s FROM t"
+    )
+    windows = [n for n in walk(root) if isinstance(n, Window)]
+    assert sorted(len(w.partition) for w in windows) == [0, 1]
+    (by_k,) = [w for w in windows if w.partition]
+    (rn, rank) = (sql for _, sql in by_k.calls)
+    assert rn.startswith("ROW_NUMBER()") and rn.count("`s0_") == 4  # k, then v, id, k as tie-breakers
+    assert rank.startswith("RANK()") and rank.endswith("ORDER BY `s0_v`)")
+
+
+def test_per_group_top_k_filters_above_the_window():
+    for sql in (
+        "SELECT x.k, x.id FROM (SELECT t.k, t.id, ROW_NUMBER() OVER (PARTITION BY t.k ORDER BY t.v DESC) AS r FROM t) AS x "
+        "WHERE x.r <= 2",
+        "SELECT t.k, t.id FROM t QUALIFY RANK() OVER (PARTITION BY t.k ORDER BY t.v DESC) <= 2",
+    ):
+        root = plan_of(sql)
+        window = only(root, Window)
+        above = [n for n in walk(root) if isinstance(n, Filter) and any(m is window for m in walk(n))]
+        assert len(above) == 1 and "<= 2" in above[0].predicate
+
+
+def test_bounded_row_number_becomes_a_top_k_per_partition():
+    def rewritten(sql: str) -> Node:
+        statement = qualify(sqlglot.parse_one(sql, read="spark"), schema=SCHEMA, dialect="spark", quote_identifiers=False)
+        plan = lower(statement, {name: tuple(cols) for name, cols in SCHEMA.items()})
+        return top_k_per_group(prune_columns(plan)).root
+
+    root = rewritten(
+        "SELECT x.k, x.id, x.r FROM (SELECT t.k, t.id, ROW_NUMBER() OVER (PARTITION BY t.k ORDER BY t.v DESC) AS r FROM t) AS x "
+        "WHERE x.r < 3 AND x.id > 0"
+    )
+    top = only(root, TopK)
+    assert (top.limit, top.offset, len(top.partition)) == (2, 0, 1) and top.position is not None
+    assert top.order[0][1:] == (True, False) and {c for c, _, _ in top.order} == set(top.input.columns)
+    assert not any(isinstance(n, Window) for n in walk(root))
+    # RANK keeps its window (ties share a rank), as does a ROW_NUMBER beside another function.
+    for sql in (
+        "SELECT t.k FROM t QUALIFY RANK() OVER (PARTITION BY t.k ORDER BY t.v) <= 2",
+        "SELECT t.k, SUM(t.v) OVER (PARTITION BY t.k) AS s FROM t QUALIFY ROW_NUMBER() OVER (PARTITION BY t.k ORDER BY t.v) = 1",
+    ):
+        assert not any(isinstance(n, TopK) for n in walk(rewritten(sql)))
+
+
+def test_constructs_report_nondeterministic_limits_and_other_windows():
+    def found(sql: str) -> list[str]:
+        return [f.construct for f in find_non_incremental(sqlglot.parse_one(sql, read="spark"), sql)]
+
+    assert found("SELECT id FROM t ORDER BY v LIMIT 3 OFFSET 2") == []
+    assert found("SELECT id, LAG(v, 2) OVER (PARTITION BY k ORDER BY id) AS p FROM t QUALIFY p > 0") == []
+    assert found("SELECT id FROM t LIMIT 3") == ["LIMIT without ORDER BY (which rows it keeps is not defined)"]
+    assert found("SELECT id FROM t ORDER BY v OFFSET 3") == ["OFFSET without ORDER BY … LIMIT or by other than a constant count"]
+    assert found("SELECT NTILE(3) OVER (ORDER BY v) AS n FROM t") == ["window function NTILE"]
+    assert set(found("SELECT RANK() OVER w AS r FROM t WINDOW w AS (ORDER BY v)")) == {"named window (OVER name, WINDOW … AS)"}
+    assert found("SELECT k, RANK() OVER (ORDER BY SUM(v)) AS r FROM t GROUP BY k") == [
+        "window function over GROUP BY or aggregates in the same SELECT"
+    ]
 
 
 def test_uncorrelated_scalar_subquery_joins_a_global_aggregate_without_keys():
