@@ -62,10 +62,12 @@ def check_view(project, view: str, *, sample_size: int = 5) -> OracleResult:
     record = Progress(project.location(view).progress).last_committed()
     if record is None:
         raise RefreshError(f"view {view!r} has never been refreshed; nothing to check")
+    # The query as every refresh computes it: with its ties ordered (see order_ties). Compiled
+    # before the snapshots are registered: compiling registers empty relations of its own.
+    sql = project.compile([view])[view].sql
     for name, source in record.payload["sources"].items():
         delta.read_snapshot(spark, project.relation_uri(name), version=source["to"]).createOrReplaceTempView(name)
-    # The query as every refresh computes it: with its ties ordered (see order_ties).
-    expected = _normalize(spark.sql(project.compile([view])[view].sql))
+    expected = _normalize(spark.sql(sql))
     actual_raw = delta.read_snapshot(spark, project.location(view).output, version=record.payload["output_version_after"])
     actual = _normalize(actual_raw.select(*[F.col(f"`{n}`") for n in expected.columns]))
     # One job: +1 per expected row, −1 per actual row; what does not cancel is a difference.
