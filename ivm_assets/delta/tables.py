@@ -524,10 +524,22 @@ def rewrite(
     """Replace the table's content by ``table`` (same logical content, fewer files), right
     after version ``after``, with ``metadata`` in the commit info. Returns False, committing
     nothing, when the table moved."""
+
+    def write(at: int | None, properties: CommitProperties) -> None:
+        _write_at(uri, table, at, mode="overwrite", properties=properties, partition_by=partition_by, row_group_rows=row_group_rows)
+
+    return _compaction_commit(uri, after, write, metadata)
+
+
+def _compaction_commit(
+    uri: str, after: int, write: Callable[[int | None, CommitProperties], None], metadata: dict[str, str] | None
+) -> bool:
+    """Make a compaction's commit with ``write`` right after version ``after``, marked as a
+    compaction; False, committing nothing, when the table moved."""
     properties = CommitProperties(custom_metadata={COMPACTION: "true", **(metadata or {})}, max_commit_retries=0)
 
     def attempt(at: int | None) -> bool:
-        _write_at(uri, table, at, mode="overwrite", properties=properties, partition_by=partition_by, row_group_rows=row_group_rows)
+        write(at, properties)
         return True
 
     try:
@@ -595,19 +607,16 @@ def overwrite_epoch(
         )
         return table.num_rows
     files = _spark_files(uri, rows, partition_by=partition_by, sort_by=sort_by)
-    schema = _nullable(spark_to_arrow_schema(rows.schema))
 
     def attempt(at: int | None) -> bool:
         properties = epoch.commit_properties(metadata)
         if at is None:
             create_table_with_add_actions(
-                uri, DeltaSchema.from_arrow(schema), files.actions, mode="error", partition_by=partition_by or None,
+                uri, DeltaSchema.from_arrow(files.schema), files.actions, mode="error", partition_by=partition_by or None,
                 configuration=CDF_ON if change_feed else None, commit_properties=properties,
             )
         else:
-            _writable(uri, at).create_write_transaction(
-                files.actions, mode="overwrite", schema=schema, partition_by=partition_by or None, commit_properties=properties
-            )
+            _commit_files(uri, at, files, partition_by, properties)
         return True
 
     _commit_epoch(uri, epoch, after, attempt)
@@ -623,20 +632,14 @@ def rewrite_rows(
         table = _sorted(to_arrow(rows), [*partition_by, *sort_by])
         return rewrite(uri, table, after=after, partition_by=partition_by, row_group_rows=row_group_rows, metadata=metadata)
     files = _spark_files(uri, rows, partition_by=partition_by, sort_by=sort_by)
-    properties = CommitProperties(custom_metadata={COMPACTION: "true", **metadata}, max_commit_retries=0)
-    schema = _nullable(spark_to_arrow_schema(rows.schema))
+    return _compaction_commit(uri, after, lambda at, properties: _commit_files(uri, at, files, partition_by, properties), metadata)
 
-    def attempt(at: int | None) -> bool:
-        _writable(uri, at).create_write_transaction(
-            files.actions, mode="overwrite", schema=schema, partition_by=partition_by or None, commit_properties=properties
-        )
-        return True
 
-    try:
-        _attempt(uri, after, attempt)
-    except CommitConflictError:
-        return False
-    return True
+def _commit_files(uri: str, at: int | None, files: _SparkFiles, partition_by: list[str], properties: CommitProperties) -> None:
+    """Replace the content of the table (as of version ``at``) by ``files`` in one commit."""
+    _writable(uri, at).create_write_transaction(
+        files.actions, mode="overwrite", schema=files.schema, partition_by=partition_by or None, commit_properties=properties
+    )
 
 
 def _sorted(table: pa.Table, columns: list[str]) -> pa.Table:
@@ -647,6 +650,7 @@ def _sorted(table: pa.Table, columns: list[str]) -> pa.Table:
 class _SparkFiles:
     actions: list[AddAction]
     rows: int
+    schema: pa.Schema  # the table's schema: every column nullable, as the Arrow path writes it
 
 
 # Parquet row groups of Spark-written state files: the unit a key lookup skips. Spark sizes
@@ -699,7 +703,7 @@ def _spark_files(uri: str, rows: DataFrame, *, partition_by: list[str], sort_by:
             )
     shutil.rmtree(staging, ignore_errors=True)
     _crossed("files")
-    return _SparkFiles(actions, total)
+    return _SparkFiles(actions, total, _nullable(spark_to_arrow_schema(rows.schema)))
 
 
 def _nullable(schema: pa.Schema) -> pa.Schema:
