@@ -259,7 +259,10 @@ class _Lowering:
     def join_tree(self, items: list[_FromItem], where: list[exp.Expression], scope: dict, ctes) -> Node:
         """The FROM items joined left to right, with every condition placed (see
         :func:`_placement`): filters on one item, inner join conditions, filters above an
-        outer join, and a filter on top."""
+        outer join, and a filter on top. Inner joins alone are first put in an order
+        without avoidable cross products (see :func:`_connected_order`)."""
+        if all(i.kind in ("first", "inner") for i in items):
+            items, where = _connected_order(items, where)
         placed, outer_on = _placement(items, where)
         acc: Node | None = None
         aliases = [i.alias for i in items]
@@ -592,6 +595,36 @@ def _split_correlation(query: exp.Select, inner: set[str], outer: set[str]):
         else:
             inner_keys.append(pair[0].copy()), outer_keys.append(pair[1].copy())
     return keep, inner_keys, outer_keys, residual
+
+
+def _connected_order(items: list[_FromItem], where: list[exp.Expression]) -> tuple[list[_FromItem], list[exp.Expression]]:
+    """Inner-joined FROM items reordered so that each joins the ones before it on an
+    equality where some order allows it, and their ON conditions moved to WHERE (the same
+    thing for inner joins).
+
+    Taken in FROM order, ``FROM part, supplier, lineitem WHERE p_partkey = l_partkey AND
+    s_suppkey = l_suppkey`` would start with the cross product of parts and suppliers: as
+    join state that is every pair, and every change to either side touches all of the
+    other. Greedily the next item is the first one in FROM order with an equality to the
+    items placed, or, when none has one, the next one in FROM order (a cross product the
+    query itself asks for).
+    """
+    conds = [*where, *(c for i in items for c in i.on)]
+    links = [(_tables(c.this), _tables(c.expression)) for c in conds if isinstance(c, exp.EQ)]
+    links = [(a, b) for a, b in links if a and b and not a & b]
+    remaining, placed, present = list(items[1:]), [items[0]], {items[0].alias}
+
+    def linked(alias: str) -> bool:
+        return any((a <= present and b == {alias}) or (b <= present and a == {alias}) for a, b in links)
+
+    while remaining:
+        chosen = next((i for i in remaining if linked(i.alias)), remaining[0])
+        remaining.remove(chosen)
+        placed.append(chosen)
+        present.add(chosen.alias)
+    ordered = [_FromItem(placed[0].expression, "first", ())]
+    ordered += [_FromItem(i.expression, "inner", ()) for i in placed[1:]]
+    return ordered, conds
 
 
 def _placement(items: list[_FromItem], where: list[exp.Expression]):

@@ -296,3 +296,14 @@ def test_in_over_several_columns_is_a_semi_join_on_all_of_them():
     assert [f.describe() for f in find_non_incremental(sqlglot.parse_one(sql, read="spark"), sql)] == [
         "NOT IN (subquery) with several columns at line 1, column 31"
     ]
+
+
+def test_inner_joins_are_ordered_to_avoid_cross_products():
+    # FROM order would join t and t2 first with no equality between them (TPC-H Q9's shape).
+    root = plan_of("SELECT t.v, t2.v AS v2 FROM t, t AS t2, u WHERE t.k = u.k AND u.id = t2.id AND t2.v > 1")
+    joins = [n for n in walk(root) if isinstance(n, Join)]
+    assert len(joins) == 2 and all(j.left_keys for j in joins)
+    # A cross product the query asks for stays one, after the joins that have keys.
+    root = plan_of("SELECT t.v FROM t, u, t AS t2 WHERE t.k = t2.k")
+    first, second = sorted((n for n in walk(root) if isinstance(n, Join)), key=lambda j: len(list(walk(j))))
+    assert first.left_keys and not second.left_keys
