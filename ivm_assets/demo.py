@@ -52,10 +52,10 @@ FROM orders
 GROUP BY status
 """,
     "top_customers": """\
--- The share of all spending is a window over an aggregate, which is not maintained
--- incrementally: refreshed by full recompute (ORDER BY ... LIMIT alone would be).
+-- PERCENT_RANK has no incremental rule: refreshed by full recompute, with that reason
+-- recorded (the share of all spending, SUM(...) / SUM(SUM(...)) OVER (), alone would be).
 SELECT c.customer_id, c.name, SUM(l.quantity * l.unit_price) AS spent,
-       SUM(l.quantity * l.unit_price) / SUM(SUM(l.quantity * l.unit_price)) OVER () AS share
+       PERCENT_RANK() OVER (ORDER BY SUM(l.quantity * l.unit_price)) AS percentile
 FROM customers c
 JOIN orders o ON o.customer_id = c.customer_id
 JOIN order_lines l ON l.order_id = o.order_id

@@ -58,6 +58,16 @@ class NotIncrementalError(SqlError):
     """A view with ``refresh: incremental`` uses a construct that is only maintained by full recompute."""
 
 
+class LoweringError(IvmError):
+    """A SQL construct has no lowering rule. Internal: compiling a view records it as the
+    reason the view is refreshed by full recompute (with ``node``'s line and column, when
+    given), or turns it into a :class:`NotIncrementalError` under ``refresh: incremental``."""
+
+    def __init__(self, message: str, node: object | None = None) -> None:
+        super().__init__(message)
+        self.node = node
+
+
 class RefreshError(IvmError):
     """A refresh could not be carried out (the view's previous output is left as it was)."""
 

@@ -109,12 +109,6 @@ def _check_window(node: exp.Window, add) -> None:
     if not isinstance(function, SUPPORTED_WINDOW_FUNCTIONS) or isinstance(function.this, exp.Distinct):
         name = function.sql_name() if isinstance(function, exp.Func) else type(function).__name__
         add(f"window function {name.upper()}", node, r"\bover\b")
-        return
-    select = node.find_ancestor(exp.Select)
-    if select is not None and (
-        select.args.get("group") or any(not isinstance(a.parent, exp.Window) for p in select.expressions for a in p.find_all(exp.AggFunc))
-    ):
-        add("window function over GROUP BY or aggregates in the same SELECT", node, r"\bover\b")
 
 
 def _count(node: exp.Limit | exp.Offset) -> bool:

@@ -34,21 +34,14 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
+from ivm_assets.errors import LoweringError
 from ivm_assets.sql.constructs import SUPPORTED_AGGREGATES
+from ivm_assets.sql.grouped_windows import split_grouped_windows
 from ivm_assets.sql.order_ties import order_ties
 from ivm_assets.sql.plan import (
     AggCall, Aggregate, Distinct, Except, Filter, Intersect, Join, Node, OuterJoin, Plan, Project, Scan, SemiJoin,
     SortKey, TopK, UnionAll, Window, q,
 )
-
-
-class LoweringError(Exception):
-    """A construct has no lowering rule (the view is then refreshed by full recompute);
-    ``node``, when given, is the expression to point the user at."""
-
-    def __init__(self, message: str, node: exp.Expression | None = None) -> None:
-        super().__init__(message)
-        self.node = node
 
 
 @dataclass(frozen=True)
@@ -119,6 +112,12 @@ class _Lowering:
         from_ = select.args.get("from_") or select.args.get("from")
         if from_ is None:
             raise LoweringError("No lowering rule for SELECT without FROM")
+        projections = select.expressions
+        has_aggregate = bool(select.args.get("group")) or any(
+            _aggregates(p) for p in projections + [select.args.get("having")] if p is not None
+        )
+        if has_aggregate and (select.args.get("qualify") or any(p.find(exp.Window) for p in projections)):
+            return self.select(split_grouped_windows(select), ctes)
         items = [_FromItem(from_.this, "first", ())]
         items += [_FromItem(j.this, _join_kind(j), tuple(_conjuncts(j.args.get("on")))) for j in select.args.get("joins") or []]
         scope: dict[tuple[str, str], str] = {}
@@ -133,14 +132,8 @@ class _Lowering:
             node = Filter(node, _render(_and(conds), scope))
         for kind, query, value in tests:
             node = self.subquery_test(node, kind, query, value, scope, ctes)
-        projections = select.expressions
-        has_aggregate = bool(select.args.get("group")) or any(
-            _aggregates(p) for p in projections + [select.args.get("having")] if p is not None
-        )
         hidden: tuple[tuple[str, str], ...] = ()
         if has_aggregate:
-            if select.args.get("qualify") or any(p.find(exp.Window) for p in projections):
-                raise LoweringError("No lowering rule for window functions over GROUP BY or aggregates in the same SELECT")
             node, outputs = self.aggregate(select, node, scope, ctes)
         else:
             # QUALIFY (its aliases already expanded by qualify) filters after the windows.

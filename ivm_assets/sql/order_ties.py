@@ -11,8 +11,11 @@ ivm_assets breaks ties the same way everywhere:
   list references, in order of first appearance, ascending (NULLs first). Rows equal in all
   of those are interchangeable: whichever comes first, the output rows are the same.
 
+- the same functions in a SELECT with GROUP BY (they run over its groups): then by every
+  GROUP BY expression, which together tell the groups apart (without GROUP BY there is one).
+
 RANK, DENSE_RANK and RANGE frames (the default frame with ORDER BY) give tied rows the same
-value, and a window over a GROUP BY is left alone (its SELECT list names no row columns).
+value.
 The rewritten query is what the engine maintains, what a full recompute runs and what the
 correctness oracle compares with; it is one of the answers SQL allows for the original.
 
@@ -53,16 +56,21 @@ def needs_total_order(window: exp.Window) -> bool:
 
 def _break_window_ties(window: exp.Window) -> None:
     select = window.find_ancestor(exp.Select)
-    if select is None or select.args.get("group") or any(
-        not isinstance(a.parent, exp.Window) for p in select.expressions for a in p.find_all(exp.AggFunc)
-    ):
+    if select is None:
         return
+    group = select.args.get("group")
+    if group is not None:
+        breakers = list(group.expressions)
+    elif any(not isinstance(a.parent, exp.Window) for p in select.expressions for a in p.find_all(exp.AggFunc)):
+        return  # one group: no ties
+    else:
+        breakers = _referenced_columns(select)
     order = window.args.get("order")
     if order is None:
         order = exp.Order(expressions=[])
         window.set("order", order)
     present = {o.this for o in order.expressions}
-    for column in _referenced_columns(select):
+    for column in breakers:
         if column not in present:
             present.add(column)
             order.append("expressions", exp.Ordered(this=column.copy(), nulls_first=True))

@@ -225,9 +225,23 @@ def test_constructs_report_nondeterministic_limits_and_other_windows():
     assert found("SELECT id FROM t ORDER BY v OFFSET 3") == ["OFFSET without ORDER BY … LIMIT or by other than a constant count"]
     assert found("SELECT NTILE(3) OVER (ORDER BY v) AS n FROM t") == ["window function NTILE"]
     assert set(found("SELECT RANK() OVER w AS r FROM t WINDOW w AS (ORDER BY v)")) == {"named window (OVER name, WINDOW … AS)"}
-    assert found("SELECT k, RANK() OVER (ORDER BY SUM(v)) AS r FROM t GROUP BY k") == [
-        "window function over GROUP BY or aggregates in the same SELECT"
-    ]
+    assert found("SELECT k, RANK() OVER (ORDER BY SUM(v)) AS r FROM t GROUP BY k") == []
+
+
+def test_windows_over_group_by_run_over_a_grouping_subquery():
+    root = plan_of(
+        "SELECT t.k, SUM(t.v) AS s, SUM(t.v) / SUM(SUM(t.v)) OVER () AS share, ROW_NUMBER() OVER (ORDER BY COUNT(*)) AS rn "
+        "FROM t GROUP BY t.k HAVING COUNT(*) > 1 ORDER BY share DESC LIMIT 3"
+    )
+    assert isinstance(root, TopK)
+    windows = [n for n in walk(root) if isinstance(n, Window)]
+    (aggregate,) = [n for n in walk(root) if isinstance(n, Aggregate)]
+    assert len(windows) == 1 and all(aggregate in list(walk(w)) for w in windows)  # both functions: no PARTITION BY
+    assert sorted(c.func for c in aggregate.aggs) == ["count_star", "sum"]  # each aggregate once, HAVING's COUNT(*) shared
+    (ordered,) = [sql for _, sql in windows[0].calls if "row_number" in sql.lower()]
+    assert ordered.count("ORDER BY") == 1 and ordered.count(",") == 1  # ties broken by the group key
+    with pytest.raises(LoweringError, match="neither grouped nor aggregated"):
+        plan_of("SELECT t.k, RANK() OVER (ORDER BY t.v) AS r FROM t GROUP BY t.k")
 
 
 def test_uncorrelated_scalar_subquery_joins_a_global_aggregate_without_keys():
