@@ -42,8 +42,9 @@ VIEWS = {
     # A top-k over a view (ties at the 3rd row: equal totals), and windows without PARTITION
     # BY over an aggregate subquery of a view.
     "top_orders": "SELECT id, cust, total FROM order_totals ORDER BY total DESC LIMIT 3",
-    "customer_rank": "SELECT cust, n, DENSE_RANK() OVER (ORDER BY n DESC) AS r, LAG(cust) OVER (ORDER BY n) AS before "
-    "FROM (SELECT cust, COUNT(*) AS n FROM order_totals GROUP BY cust)",
+    # Windows over the GROUP BY of their own SELECT, over a view.
+    "customer_rank": "SELECT cust, COUNT(*) AS n, DENSE_RANK() OVER (ORDER BY COUNT(*) DESC) AS r, "
+    "LAG(cust) OVER (ORDER BY COUNT(*)) AS before FROM order_totals GROUP BY cust",
 }
 
 
