@@ -5,7 +5,7 @@ are expanded, USING is rewritten to ON), already checked by Spark's analyzer and
 :mod:`ivm_assets.sql.constructs`. FROM items and inner-join/WHERE conjuncts are folded into a
 left-deep join tree: a conjunct goes to the lowest point where all its tables are present
 but never below an outer join that pads one of its tables with NULLs (see
-:func:`_placement`), equalities between the two sides of a join become its keys, the rest a
+:func:`placement`), equalities between the two sides of a join become its keys, the rest a
 residual predicate. An outer join keeps its own ON conditions. ``[NOT] EXISTS`` and
 ``[NOT] IN (subquery)`` conditions of WHERE become semi and anti joins with the subquery's
 distinct keys, applied after the other WHERE conditions (see :meth:`_Lowering.subquery_test`).
@@ -28,20 +28,22 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sqlglot import exp
 
 from ivm_assets.errors import LoweringError
+from ivm_assets.sql.conditions import aggregates, and_, conjuncts, tables_of
 from ivm_assets.sql.constructs import SUPPORTED_AGGREGATES
+from ivm_assets.sql.from_clause import OUTER, FromItem, connected_order, join_kind, placement, split_keys
 from ivm_assets.sql.grouped_windows import split_grouped_windows
 from ivm_assets.sql.order_ties import order_ties
 from ivm_assets.sql.plan import (
     AggCall, Aggregate, Distinct, Except, Filter, Intersect, Join, Node, OuterJoin, Plan, Project, Scan, SemiJoin,
     SortKey, TopK, UnionAll, Window, q,
 )
+from ivm_assets.sql.subqueries import decorrelate, null_rejected, scalar_subqueries, split_correlation, subquery_test
 
 
 @dataclass(frozen=True)
@@ -114,22 +116,22 @@ class _Lowering:
             raise LoweringError("No lowering rule for SELECT without FROM")
         projections = select.expressions
         has_aggregate = bool(select.args.get("group")) or any(
-            _aggregates(p) for p in projections + [select.args.get("having")] if p is not None
+            aggregates(p) for p in projections + [select.args.get("having")] if p is not None
         )
         if has_aggregate and (select.args.get("qualify") or any(p.find(exp.Window) for p in projections)):
             return self.select(split_grouped_windows(select), ctes)
-        items = [_FromItem(from_.this, "first", ())]
-        items += [_FromItem(j.this, _join_kind(j), tuple(_conjuncts(j.args.get("on")))) for j in select.args.get("joins") or []]
+        items = [FromItem(from_.this, "first", ())]
+        items += [FromItem(j.this, join_kind(j), tuple(conjuncts(j.args.get("on")))) for j in select.args.get("joins") or []]
         scope: dict[tuple[str, str], str] = {}
-        where = _conjuncts(select.args.get("where"))
-        tests = [t for t in map(_subquery_test, where) if t is not None]
-        plain = [c for c in where if _subquery_test(c) is None]
+        where = conjuncts(select.args.get("where"))
+        tests = [t for t in map(subquery_test, where) if t is not None]
+        plain = [c for c in where if subquery_test(c) is None]
         # Conditions with a scalar subquery apply once its value is joined to every row.
-        with_scalars = [c for c in plain if _scalar_subqueries(c)]
-        node = self.join_tree(items, [c for c in plain if not _scalar_subqueries(c)], scope, ctes)
+        with_scalars = [c for c in plain if scalar_subqueries(c)]
+        node = self.join_tree(items, [c for c in plain if not scalar_subqueries(c)], scope, ctes)
         if with_scalars:
             node, conds = self.scalar_values(node, with_scalars, scope, ctes, filtering=True)
-            node = Filter(node, _render(_and(conds), scope))
+            node = Filter(node, _render(and_(conds), scope))
         for kind, query, value in tests:
             node = self.subquery_test(node, kind, query, value, scope, ctes)
         hidden: tuple[tuple[str, str], ...] = ()
@@ -249,62 +251,62 @@ class _Lowering:
         scope.update({(alias, n.lower()): f for n, f in zip(rel.names, fresh)})
         return Project(rel.node, tuple((f, q(c)) for f, c in zip(fresh, rel.node.columns)))
 
-    def join_tree(self, items: list[_FromItem], where: list[exp.Expression], scope: dict, ctes) -> Node:
+    def join_tree(self, items: list[FromItem], where: list[exp.Expression], scope: dict, ctes) -> Node:
         """The FROM items joined left to right, with every condition placed (see
-        :func:`_placement`): filters on one item, inner join conditions, filters above an
+        :func:`placement`): filters on one item, inner join conditions, filters above an
         outer join, and a filter on top. Inner joins alone are first put in an order
-        without avoidable cross products (see :func:`_connected_order`)."""
+        without avoidable cross products (see :func:`connected_order`)."""
         if all(i.kind in ("first", "inner") for i in items):
-            items, where = _connected_order(items, where)
-        placed, outer_on = _placement(items, where)
+            items, where = connected_order(items, where)
+        placed, outer_on = placement(items, where)
         acc: Node | None = None
         aliases = [i.alias for i in items]
         for pos, item in enumerate(items):
             node, alias = self.relation(item.expression, ctes, scope)
             if placed[("own", pos)]:
-                node = Filter(node, _render(_and(placed[("own", pos)]), scope))
+                node = Filter(node, _render(and_(placed[("own", pos)]), scope))
             if acc is None:
                 acc = node
             else:
                 if placed[("pre", pos)]:
-                    acc = Filter(acc, _render(_and(placed[("pre", pos)]), scope))
+                    acc = Filter(acc, _render(and_(placed[("pre", pos)]), scope))
                 present = set(aliases[:pos])
-                if item.kind in _OUTER:
+                if item.kind in OUTER:
                     acc = self.outer_join(acc, node, item.kind, present, alias, outer_on[pos], scope)
                 elif item.kind in ("semi", "anti"):
                     acc = self.semi_join_item(acc, node, item.kind, present, alias, outer_on[pos], scope)
                 else:
                     acc = self.join(acc, node, present, alias, placed[("on", pos)], scope)
             if placed[("after", pos)]:
-                acc = Filter(acc, _render(_and(placed[("after", pos)]), scope))
+                acc = Filter(acc, _render(and_(placed[("after", pos)]), scope))
         assert acc is not None
         if placed[("end",)]:
-            acc = Filter(acc, _render(_and(placed[("end",)]), scope))
+            acc = Filter(acc, _render(and_(placed[("end",)]), scope))
         return acc
 
     def join(self, left: Node, right: Node, present: set[str], alias: str, conds, scope) -> Node:
-        left_keys, right_keys, residual = _split_keys(conds, present, alias)
+        left_keys, right_keys, residual = split_keys(conds, present, alias)
         left, lcols = self.key_columns(left, left_keys, scope)
         right, rcols = self.key_columns(right, right_keys, scope)
-        return Join(left, right, lcols, rcols, _render(_and(residual), scope) if residual else None)
+        return Join(left, right, lcols, rcols, _render(and_(residual), scope) if residual else None)
 
     def outer_join(self, left: Node, right: Node, side: str, present: set[str], alias: str, conds, scope) -> Node:
-        left_keys, right_keys, residual = _split_keys(conds, present, alias)
+        left_keys, right_keys, residual = split_keys(conds, present, alias)
         left, lcols = self.key_columns(left, left_keys, scope)
         right, rcols = self.key_columns(right, right_keys, scope)
-        return OuterJoin(left, right, side, lcols, rcols, _render(_and(residual), scope) if residual else None)
+        return OuterJoin(left, right, side, lcols, rcols, _render(and_(residual), scope) if residual else None)
 
     def semi_join_item(self, left: Node, right: Node, kind: str, present: set[str], alias: str, conds, scope) -> Node:
         """``LEFT SEMI / ANTI JOIN item ON …``: equalities with the items before become keys,
         conditions on the item alone filter it; anything else has no rule."""
-        left_keys, right_keys, rest = _split_keys(conds, present, alias)
-        own = [c for c in rest if _tables(c) == {alias}]
+        left_keys, right_keys, rest = split_keys(conds, present, alias)
+        own = [c for c in rest if tables_of(c) == {alias}]
         if len(own) != len(rest) or not left_keys:
             raise LoweringError(
                 f"No lowering rule for a {kind.upper()} JOIN without ON equalities or with other conditions across both sides"
             )
         if own:
-            right = Filter(right, _render(_and(own), scope))
+            right = Filter(right, _render(and_(own), scope))
         right = Project(right, tuple((self.fresh("key"), _render(k, scope)) for k in right_keys))
         left, lcols = self.key_columns(left, left_keys, scope)
         return SemiJoin(left, Distinct(right), kind, lcols, right.columns)
@@ -329,7 +331,7 @@ class _Lowering:
         outer_keys: list[exp.Expression] = []
         residual: list[exp.Expression] = []
         if refs:
-            query, outer_keys, residual, reads = _decorrelate(query, inner, outer, len(values), kind != "not_in")
+            query, outer_keys, residual, reads = decorrelate(query, inner, outer, len(values), kind != "not_in")
             rel = self.query(query, ctes)
             right_exprs = [(self.fresh("key"), q(c)) for c in rel.node.columns]
         else:
@@ -346,7 +348,7 @@ class _Lowering:
             # the same alias, as in SQL's scoping.
             right = Project(rel.node, tuple(right_exprs))
             inner_scope = {ref: right.columns[len(lcols) + i] for i, ref in enumerate(reads)}
-            cond = _render(_and(residual), {**scope, **inner_scope})
+            cond = _render(and_(residual), {**scope, **inner_scope})
             return SemiJoin(left, right, kind, lcols, right.columns[: len(lcols)], cond)
         right = Distinct(Project(rel.node, tuple(right_exprs)))
         return SemiJoin(left, right, kind, lcols, right.columns)
@@ -369,8 +371,8 @@ class _Lowering:
         out: list[exp.Expression] = []
         for expr in exprs:
             expr = expr.copy()
-            for sub in _scalar_subqueries(expr):
-                node, value = self.scalar_value(node, sub, scope, ctes, filtering and _null_rejected(sub))
+            for sub in scalar_subqueries(expr):
+                node, value = self.scalar_value(node, sub, scope, ctes, filtering and null_rejected(sub))
                 column = exp.column(value, quoted=True)
                 expr = column if sub is expr else expr
                 sub.replace(column)
@@ -383,7 +385,7 @@ class _Lowering:
         if not isinstance(query, exp.Select) or query.args.get("group") or len(query.expressions) != 1:
             raise LoweringError("No lowering rule for a scalar subquery other than one aggregate without GROUP BY", sub)
         expr = query.expressions[0].unalias()
-        aggs = _aggregates(expr)
+        aggs = aggregates(expr)
         if not aggs or any(_outside_aggregates(c, expr) for c in expr.find_all(exp.Column)):
             raise LoweringError("No lowering rule for a scalar subquery whose value is not computed from aggregates", sub)
         inner = {t.alias_or_name.lower() for t in query.find_all(exp.Table, exp.Subquery) if t.alias_or_name}
@@ -392,14 +394,14 @@ class _Lowering:
             raise LoweringError(
                 "No lowering rule for a correlated scalar subquery in the SELECT or HAVING of a grouped query", sub
             )
-        keep, inner_keys, outer_keys, residual = _split_correlation(query, inner, outer)
+        keep, inner_keys, outer_keys, residual = split_correlation(query, inner, outer)
         if residual:
             raise LoweringError(
                 f"No lowering rule for the correlated condition {residual[0].sql('spark')} in a scalar subquery (equalities only)",
                 residual[0],
             )
         grouped = query.copy()
-        grouped.set("where", exp.Where(this=_and(keep)) if keep else None)
+        grouped.set("where", exp.Where(this=and_(keep)) if keep else None)
         keys = [k.as_(f"k{i}") for i, k in enumerate(inner_keys)]
         grouped.set("expressions", keys + [a.copy().as_(f"a{i}") for i, a in enumerate(aggs)])
         if inner_keys:
@@ -455,7 +457,7 @@ class _Lowering:
             replacements.append((g, name))
         calls: list[AggCall] = []
         having = select.args.get("having")
-        found = [a for p in select.expressions + ([having.this] if having else []) for a in _aggregates(p)]
+        found = [a for p in select.expressions + ([having.this] if having else []) for a in aggregates(p)]
         for agg in found:
             if any(agg == seen for seen, _ in replacements):
                 continue
@@ -487,218 +489,6 @@ class _Lowering:
         return Project(result, exprs), tuple(p.alias_or_name for p in select.expressions)
 
 
-_OUTER = ("left", "right", "full")
-
-
-@dataclass(frozen=True)
-class _FromItem:
-    """One FROM item: the relation, how it joins the items before it, its ON conjuncts."""
-
-    expression: exp.Expression
-    kind: str  # "first", "inner", "left", "right", "full", "semi" or "anti"
-    on: tuple[exp.Expression, ...]
-
-    @property
-    def alias(self) -> str:
-        return self.expression.alias_or_name.lower()
-
-
-def _join_kind(join: exp.Join) -> str:
-    if join.args.get("method") or join.args.get("using"):
-        raise LoweringError(f"No lowering rule for {join.args.get('method') or 'USING'} JOIN")
-    side, kind = (join.args.get("side") or "").lower(), (join.args.get("kind") or "").lower()
-    if kind in ("semi", "anti"):
-        return kind
-    return side if side in _OUTER else "inner"
-
-
-def _subquery_test(cond: exp.Expression) -> tuple[str, exp.Expression, exp.Expression | None] | None:
-    """(kind, subquery, compared value) when ``cond`` is [NOT] EXISTS / [NOT] IN (subquery)."""
-    negated = False
-    while isinstance(cond, exp.Paren):
-        cond = cond.this
-    if isinstance(cond, exp.Not):
-        negated, cond = True, cond.this
-        while isinstance(cond, exp.Paren):
-            cond = cond.this
-    if isinstance(cond, exp.Exists):
-        return ("anti" if negated else "semi"), cond.this, None
-    if isinstance(cond, exp.In) and cond.args.get("query") is not None:
-        query = cond.args["query"]
-        return ("not_in" if negated else "semi"), query.this if isinstance(query, exp.Subquery) else query, cond.this
-    return None
-
-
-def _decorrelate(query: exp.Expression, inner: set[str], outer: set[str], values: int, residual_ok: bool):
-    """A correlated subquery as (an uncorrelated one selecting its correlation columns, the
-    first ``values`` selected columns, then the inner columns the residual reads; the outer
-    side of each correlation; the residual: the other correlated conditions, allowed when
-    ``residual_ok`` and at least one equality correlates; the (alias, column) of the inner
-    columns the residual reads, in their selected order)."""
-    if not isinstance(query, exp.Select) or query.args.get("group") or query.args.get("having") or any(
-        _aggregates(p) for p in query.expressions
-    ):
-        raise LoweringError(
-            "No lowering rule for a correlated subquery other than a plain SELECT (no GROUP BY or aggregates)", query
-        )
-    keep, inner_keys, outer_keys, residual = _split_correlation(query, inner, outer)
-    if residual and not (residual_ok and inner_keys):
-        raise LoweringError(
-            f"No lowering rule for the correlated condition {residual[0].sql('spark')} "
-            + ("(NOT IN: equalities only)" if not residual_ok else "(needs an equality beside it)"),
-            residual[0],
-        )
-    columns = (c for r in residual for c in r.find_all(exp.Column) if c.table.lower() in inner)
-    reads = list(dict.fromkeys((c.table.lower(), c.name.lower()) for c in columns))
-    rest = query.copy()
-    rest.set("where", exp.Where(this=_and(keep)) if keep else None)
-    selected = [k.as_(f"k{i}") for i, k in enumerate(inner_keys)]
-    selected += [p.unalias().copy().as_(f"v{i}") for i, p in enumerate(query.expressions[:values])]
-    selected += [exp.column(c, table=t).as_(f"r{i}") for i, (t, c) in enumerate(reads)]
-    rest.set("expressions", selected)
-    rest.set("distinct", None)
-    if any(c.table and c.table.lower() not in inner for c in rest.find_all(exp.Column)):
-        raise LoweringError("No lowering rule for a subquery referring to the outer query outside its WHERE", query)
-    return rest, outer_keys, residual, reads
-
-
-def _split_correlation(query: exp.Select, inner: set[str], outer: set[str]):
-    """The subquery's WHERE conjuncts as (those on its own tables; the inner and the outer
-    side of each equality with the outer query; the other correlated conditions)."""
-    keep: list[exp.Expression] = []
-    inner_keys: list[exp.Expression] = []
-    outer_keys: list[exp.Expression] = []
-    residual: list[exp.Expression] = []
-    for cond in _conjuncts(query.args.get("where")):
-        tables = _tables(cond)
-        if tables <= inner:
-            keep.append(cond)
-            continue
-        if not tables <= inner | outer:
-            raise LoweringError("No lowering rule for a subquery referring to tables of an enclosing query further out", cond)
-        if cond.find(exp.Query):
-            # Neither a key nor a residual: a residual is evaluated per pair of rows, as SQL text.
-            raise LoweringError("No lowering rule for a correlated condition holding a subquery", cond)
-        sides = ((cond.this, cond.expression), (cond.expression, cond.this)) if isinstance(cond, exp.EQ) else ()
-        pair = next(
-            ((m, t) for m, t in sides if _tables(m) and _tables(m) <= inner and _tables(t) and _tables(t) <= outer - inner), None
-        )
-        if pair is None:
-            residual.append(cond)
-        else:
-            inner_keys.append(pair[0].copy()), outer_keys.append(pair[1].copy())
-    return keep, inner_keys, outer_keys, residual
-
-
-def _connected_order(items: list[_FromItem], where: list[exp.Expression]) -> tuple[list[_FromItem], list[exp.Expression]]:
-    """Inner-joined FROM items reordered so that each joins the ones before it on an
-    equality where some order allows it, and their ON conditions moved to WHERE (the same
-    thing for inner joins).
-
-    Taken in FROM order, ``FROM part, supplier, lineitem WHERE p_partkey = l_partkey AND
-    s_suppkey = l_suppkey`` would start with the cross product of parts and suppliers: as
-    join state that is every pair, and every change to either side touches all of the
-    other. Greedily the next item is the first one in FROM order with an equality to the
-    items placed, or, when none has one, the next one in FROM order (a cross product the
-    query itself asks for).
-    """
-    conds = [*where, *(c for i in items for c in i.on)]
-    links = [(_tables(c.this), _tables(c.expression)) for c in conds if isinstance(c, exp.EQ)]
-    links = [(a, b) for a, b in links if a and b and not a & b]
-    remaining, placed, present = list(items[1:]), [items[0]], {items[0].alias}
-
-    def linked(alias: str) -> bool:
-        return any((a <= present and b == {alias}) or (b <= present and a == {alias}) for a, b in links)
-
-    while remaining:
-        chosen = next((i for i in remaining if linked(i.alias)), remaining[0])
-        remaining.remove(chosen)
-        placed.append(chosen)
-        present.add(chosen.alias)
-    ordered = [_FromItem(placed[0].expression, "first", ())]
-    ordered += [_FromItem(i.expression, "inner", ()) for i in placed[1:]]
-    return ordered, conds
-
-
-def _placement(items: list[_FromItem], where: list[exp.Expression]):
-    """Where each condition goes in the left-deep join tree of ``items``.
-
-    A condition applies at the lowest point where all its tables are present, except that
-    it never moves below an outer join that pads one of its tables with NULLs (a LEFT
-    JOIN pads its new item, a RIGHT JOIN the items before it, FULL both): WHERE conditions
-    on a padded item stay above that join, and so do an inner join's ON conditions below
-    which such a join lies within their scope. At its point a condition on one item alone
-    filters that item, one across items joins them (inner join) or filters the result
-    (outer join). An outer join's own ON conditions stay with it, except those on its
-    padded side alone (LEFT: the new item; RIGHT: the items before), which filter that
-    side first; a SEMI or ANTI JOIN keeps all of its own. Returns (position → conditions,
-    outer/semi/anti join position → its ON conditions);
-    positions are ("own", i), ("pre", i) (the items before i), ("on", i), ("after", i),
-    ("end",).
-    """
-    aliases = [i.alias for i in items]
-    index = {a: i for i, a in enumerate(aliases)}
-    pads = [
-        ({a} if i.kind in ("left", "full") else set()) | (set(aliases[:n]) if i.kind in ("right", "full") else set())
-        for n, (a, i) in enumerate(zip(aliases, items))
-    ]
-    any_outer = any(i.kind in _OUTER for i in items)
-    placed: dict[tuple, list[exp.Expression]] = defaultdict(list)
-    outer_on: dict[int, list[exp.Expression]] = defaultdict(list)
-
-    def place(cond: exp.Expression, scope_end: int, is_where: bool) -> None:
-        tables = _tables(cond)
-        if not tables <= set(index):
-            raise LoweringError(f"No lowering rule for a condition on tables outside its FROM: {cond.sql('spark')}")
-        if not tables:
-            placed[("on", scope_end) if any_outer and not is_where else ("end",)].append(cond)
-            return
-        barrier = max((n for n in range(1, scope_end + 1) if pads[n] & tables), default=-1)
-        pos = max(max(index[t] for t in tables), barrier)
-        if tables == {aliases[pos]} and aliases[pos] not in pads[pos]:
-            placed[("own", pos)].append(cond)
-        elif items[pos].kind in _OUTER:
-            placed[("after", pos)].append(cond)
-        else:
-            placed[("on", pos)].append(cond)
-
-    for cond in where:
-        place(cond, len(items) - 1, True)
-    for pos, item in enumerate(items):
-        for cond in item.on:
-            tables = _tables(cond)
-            if item.kind in ("semi", "anti"):
-                outer_on[pos].append(cond)
-            elif item.kind not in _OUTER:
-                place(cond, pos, False)
-            elif tables and item.kind == "left" and tables <= {aliases[pos]}:
-                placed[("own", pos)].append(cond)
-            elif tables and item.kind == "right" and tables <= set(aliases[:pos]):
-                placed[("pre", pos)].append(cond)
-            else:
-                outer_on[pos].append(cond)
-    return placed, outer_on
-
-
-def _split_keys(conds, present: set[str], alias: str):
-    """Join conditions as (left key expressions, right key expressions, the rest):
-    equalities between the items ``present`` and the new item ``alias`` become keys."""
-    left_keys: list[exp.Expression] = []
-    right_keys: list[exp.Expression] = []
-    residual: list[exp.Expression] = []
-    for cond in conds:
-        if isinstance(cond, exp.EQ):
-            lt, rt = _tables(cond.this), _tables(cond.expression)
-            if lt and rt and lt <= present and rt == {alias}:
-                left_keys.append(cond.this), right_keys.append(cond.expression)
-                continue
-            if lt and rt and rt <= present and lt == {alias}:
-                left_keys.append(cond.expression), right_keys.append(cond.this)
-                continue
-        residual.append(cond)
-    return left_keys, right_keys, residual
-
-
 def _output_position(expr: exp.Expression, query: exp.Expression, outputs: tuple[str, ...]) -> int | None:
     """Which output column an ORDER BY expression names: by position (``ORDER BY 2``), by
     alias, or by repeating a SELECT expression; None for anything else."""
@@ -723,25 +513,6 @@ def _agg_parts(agg: exp.AggFunc) -> tuple[str, exp.Expression | None]:
     return {exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max"}[type(agg)], arg
 
 
-def _aggregates(node: exp.Expression) -> list[exp.AggFunc]:
-    """The aggregate calls of ``node`` itself: not those of window functions or of subqueries in it."""
-    if not node:
-        return []
-    return [a for a in node.find_all(exp.AggFunc) if not isinstance(a.parent, exp.Window) and not _nested(a, node)]
-
-
-def _nested(e: exp.Expression, top: exp.Expression) -> bool:
-    """Whether ``e`` lies in a subquery within ``top``."""
-    if e is top:
-        return False
-    parent = e.parent
-    while parent is not None and parent is not top:
-        if isinstance(parent, exp.Query):
-            return True
-        parent = parent.parent
-    return False
-
-
 def _outside_aggregates(e: exp.Expression, top: exp.Expression) -> bool:
     """Whether ``e`` (within ``top``) is outside every aggregate call of ``top``."""
     while e is not None and e is not top:
@@ -749,58 +520,6 @@ def _outside_aggregates(e: exp.Expression, top: exp.Expression) -> bool:
             return False
         e = e.parent
     return not isinstance(top, exp.AggFunc)
-
-
-def _scalar_subqueries(node: exp.Expression) -> list[exp.Subquery]:
-    """The scalar subqueries of ``node``: not those of [NOT] IN or EXISTS, nor any nested
-    in another subquery (that one's lowering handles them)."""
-    return [
-        s for s in node.find_all(exp.Subquery)
-        if not isinstance(s.parent, (exp.In, exp.Exists)) and not _nested(s, node)
-    ]
-
-
-_COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
-
-
-def _null_rejected(sub: exp.Subquery) -> bool:
-    """Whether a row whose correlation group is missing can never pass the condition that
-    ``sub`` is in: the condition is a comparison with ``sub`` (the whole condition), and
-    the subquery's value over no rows is NULL."""
-    parent = sub.parent
-    while isinstance(parent, exp.Paren):
-        parent = parent.parent
-    return isinstance(parent, _COMPARISONS) and parent.parent is None and _null_over_no_rows(sub.this.expressions[0].unalias())
-
-
-def _null_over_no_rows(e: exp.Expression) -> bool:
-    """Whether ``e`` is NULL when its aggregates run over no rows: an aggregate other than
-    COUNT, or arithmetic with such an operand."""
-    if isinstance(e, exp.AggFunc):
-        return not isinstance(e, exp.Count)
-    if isinstance(e, (exp.Paren, exp.Neg, exp.Cast)):
-        return _null_over_no_rows(e.this)
-    if isinstance(e, (exp.Add, exp.Sub, exp.Mul, exp.Div)):
-        return _null_over_no_rows(e.this) or _null_over_no_rows(e.expression)
-    return False
-
-
-def _conjuncts(node: exp.Expression | None) -> list[exp.Expression]:
-    if node is None:
-        return []
-    if isinstance(node, (exp.Where, exp.Paren)) and not isinstance(node, exp.And):
-        return _conjuncts(node.this)
-    if isinstance(node, exp.And):
-        return _conjuncts(node.this) + _conjuncts(node.expression)
-    return [node]
-
-
-def _and(nodes: list[exp.Expression]) -> exp.Expression:
-    return exp.and_(*[exp.paren(n.copy(), copy=False) for n in nodes]) if len(nodes) > 1 else nodes[0]
-
-
-def _tables(node: exp.Expression) -> set[str]:
-    return {c.table.lower() for c in node.find_all(exp.Column) if c.table}
 
 
 def _render(node: exp.Expression, scope: Mapping[tuple[str, str], str]) -> str:
