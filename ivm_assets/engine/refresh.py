@@ -102,7 +102,7 @@ def _refresh(
     full: bool,
     claim: ClaimSettings | None,
 ) -> RefreshResult:
-    began, log_reads_before = time.perf_counter(), delta.log_reads
+    began, log_reads_before, commits_before = time.perf_counter(), delta.log_reads, delta.commits_made()
     progress = Progress(where.progress)
     state = progress.read()
     unclaimed = state.claim is None or state.claim.expired()
@@ -144,6 +144,7 @@ def _refresh(
             kept = [t.table_name for op in operators(view.root) for t in op.state_tables] if view.root is not None else []
             stats["stale_state_tables_removed"] = delta.remove_tables_except(where.state_root, kept)
     stats["delta_log_reads"] = delta.log_reads - log_reads_before
+    stats["delta_commits"] = delta.commits_made() - commits_before  # claim and its release included
     sources = {s: (r["from"], r["to"]) for s, r in record.payload["sources"].items()}
     return RefreshResult(
         view.name, record.mode, record.reason, record.epoch, sources, stats.get("rows_in", 0), stats.get("rows_out", 0),
