@@ -18,14 +18,15 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ivm_assets.delta.tables import WEIGHT
-from ivm_assets.operators.base import EpochContext, Operator, col, consolidate, materialize, nothing
+from ivm_assets.operators.base import EpochContext, Operator, col, consolidate
+from ivm_assets.operators.keys import KeyedPair, keyed_change
 from ivm_assets.sql.plan import q
-from ivm_assets.state.arrangement import BUCKET, StateTable, hash_type, with_bucket
+from ivm_assets.state.arrangement import BUCKET
 
 _WL, _WR = "__wl", "__wr"
 
 
-class JoinOp(Operator):
+class JoinOp(KeyedPair):
     """Inner equi-join with an optional residual predicate (see module doc for the rule)."""
 
     def __init__(
@@ -37,19 +38,8 @@ class JoinOp(Operator):
         right_keys: tuple[str, ...],
         residual: str | None,
     ) -> None:
-        self.id, self.left, self.right = op_id, left, right
-        self.left_keys, self.right_keys, self.residual = left_keys, right_keys, residual
-        self.columns = left.columns + right.columns
-        self.left_state = StateTable(operator_id=op_id, name="left", columns=left.columns, keys=left_keys, layout="zset")
-        self.right_state = StateTable(operator_id=op_id, name="right", columns=right.columns, keys=right_keys, layout="zset")
-
-    @property
-    def inputs(self) -> tuple[Operator, ...]:
-        return (self.left, self.right)
-
-    @property
-    def state_tables(self) -> tuple[StateTable, ...]:
-        return (self.left_state, self.right_state)
+        super().__init__(op_id, left, right, left_keys, right_keys, left.columns + right.columns)
+        self.residual = residual
 
     def _keyed(self, df: DataFrame, keys: tuple[str, ...]) -> DataFrame:
         return df.filter(" AND ".join(f"{q(k)} IS NOT NULL" for k in keys)) if keys else df
@@ -63,17 +53,9 @@ class JoinOp(Operator):
         return out.filter(F.expr(self.residual)) if self.residual else out
 
     def step(self, ctx: EpochContext) -> DataFrame:
-        left_change = self._keyed(consolidate(self.left.step(ctx), self.left.columns), self.left_keys)
-        right_change = self._keyed(consolidate(self.right.step(ctx), self.right.columns), self.right_keys)
-        # Both sides hash their keys as one common type, so equal keys share a bucket.
-        types = [
-            hash_type(left_change.schema[a].dataType, right_change.schema[b].dataType)
-            for a, b in zip(self.left_keys, self.right_keys)
-        ]
-        dl = with_bucket(left_change, self.left_keys, ctx.buckets, types)
-        dl = nothing(dl) if self.left.unchanged(ctx) else materialize(dl, small=not ctx.full)
-        dr = with_bucket(right_change, self.right_keys, ctx.buckets, types)
-        dr = nothing(dr) if self.right.unchanged(ctx) else materialize(dr, small=not ctx.full)
+        left_change, right_change, types = self.changes(ctx)
+        dl = keyed_change(ctx, self.left, self._keyed(left_change, self.left_keys), self.left_keys, types)
+        dr = keyed_change(ctx, self.right, self._keyed(right_change, self.right_keys), self.right_keys, types)
         left, right = dl.df.drop(BUCKET), dr.df.drop(BUCKET)
         parts: list[DataFrame] = []
         old_right = self.right_state.read(ctx, dl, self.left_keys)

@@ -1,6 +1,6 @@
-"""What the operators that look state up by the keys of two inputs share (outer, semi and
-anti joins): rows with a NULL key set apart, and one state lookup for the keys of both
-inputs' change sets.
+"""What the operators that look state up by the keys of two inputs share (inner, outer, semi
+and anti joins): their two keyed state tables, both changes bucketed alike, rows with a NULL
+key set apart, and one state lookup for the keys of both inputs' change sets.
 
 Both work on change sets already materialized (:func:`~ivm_assets.operators.base.materialize`):
 a small one has an Arrow copy on the driver, which is split or combined there without
@@ -17,10 +17,59 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ivm_assets.operators.base import Batch, EpochContext, col
+from ivm_assets.operators.base import Batch, EpochContext, Operator, col, consolidate, materialize, nothing
 from ivm_assets.spark.arrow import to_spark
 from ivm_assets.sql.plan import q
-from ivm_assets.state.arrangement import BUCKET, StateTable
+from ivm_assets.state.arrangement import BUCKET, StateTable, hash_type, with_bucket
+
+
+class KeyedPair(Operator):
+    """Two inputs matched on key columns. Each input's rows are kept as a z-set keyed by its
+    keys (state tables ``left`` and ``right``); each epoch both changes are bucketed alike."""
+
+    def __init__(
+        self, op_id: str, left: Operator, right: Operator, left_keys: tuple[str, ...], right_keys: tuple[str, ...],
+        columns: tuple[str, ...],
+    ) -> None:
+        self.id, self.left, self.right, self.columns = op_id, left, right, columns
+        self.left_keys, self.right_keys = left_keys, right_keys
+        self.left_state = StateTable(operator_id=op_id, name="left", columns=left.columns, keys=left_keys, layout="zset")
+        self.right_state = StateTable(operator_id=op_id, name="right", columns=right.columns, keys=right_keys, layout="zset")
+
+    @property
+    def inputs(self) -> tuple[Operator, ...]:
+        return (self.left, self.right)
+
+    @property
+    def state_tables(self) -> tuple[StateTable, ...]:
+        return (self.left_state, self.right_state)
+
+    def changes(self, ctx: EpochContext) -> tuple[DataFrame, DataFrame, list]:
+        """Both inputs' consolidated changes, and how each key pair is hashed."""
+        left = consolidate(self.left.step(ctx), self.left.columns)
+        right = consolidate(self.right.step(ctx), self.right.columns)
+        return left, right, key_types(left, right, self.left_keys, self.right_keys)
+
+    def split_changes(self, ctx: EpochContext) -> tuple[Batch, Batch, DataFrame, DataFrame, list]:
+        """Both changes bucketed (each materialized once), their rows with a NULL key set
+        apart (they match nothing: left, right), and how each key pair is hashed."""
+        left, right, types = self.changes(ctx)
+        dl = keyed_change(ctx, self.left, left, self.left_keys, types)
+        dr = keyed_change(ctx, self.right, right, self.right_keys, types)
+        dl, left_nulls = split_null_keys(ctx.spark, dl, self.left_keys)
+        dr, right_nulls = split_null_keys(ctx.spark, dr, self.right_keys)
+        return dl, dr, left_nulls, right_nulls, types
+
+
+def key_types(left: DataFrame, right: DataFrame, left_keys: tuple[str, ...], right_keys: tuple[str, ...]) -> list:
+    """Each key pair hashed as one type, so equal keys of both inputs share a bucket."""
+    return [hash_type(left.schema[a].dataType, right.schema[b].dataType) for a, b in zip(left_keys, right_keys)]
+
+
+def keyed_change(ctx: EpochContext, op: Operator, change: DataFrame, keys: tuple[str, ...], types: list) -> Batch:
+    """``op``'s change with ``__bucket`` over ``keys``, materialized once (or known empty)."""
+    change = with_bucket(change, keys, ctx.buckets, types)
+    return nothing(change) if op.unchanged(ctx) else materialize(change, small=not ctx.full)
 
 
 def all_present(keys: tuple[str, ...]) -> Column:

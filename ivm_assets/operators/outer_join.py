@@ -32,11 +32,11 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ivm_assets.delta.tables import WEIGHT
-from ivm_assets.operators.base import Batch, EpochContext, Operator, col, consolidate, materialize, nothing
+from ivm_assets.operators.base import EpochContext, Operator, col, consolidate
 from ivm_assets.operators.join import JoinOp
-from ivm_assets.operators.keys import lookup, split_null_keys
+from ivm_assets.operators.keys import keyed_change, lookup, split_null_keys
 from ivm_assets.sql.plan import q
-from ivm_assets.state.arrangement import BUCKET, hash_type, with_bucket
+from ivm_assets.state.arrangement import BUCKET
 
 Side = Literal["left", "right", "full"]
 
@@ -74,21 +74,11 @@ class OuterJoinOp(JoinOp):
             *[col(c) if c in mine else F.lit(None).cast(types[c]).alias(c) for c in self.columns], col(WEIGHT)
         )
 
-    @staticmethod
-    def _materialize(ctx: EpochContext, op: Operator, change: DataFrame, keys: tuple[str, ...], types: list) -> Batch:
-        change = with_bucket(change, keys, ctx.buckets, types)
-        return nothing(change) if op.unchanged(ctx) else materialize(change, small=not ctx.full)
-
     def step(self, ctx: EpochContext) -> DataFrame:
-        left_change = consolidate(self.left.step(ctx), self.left.columns)
-        right_change = consolidate(self.right.step(ctx), self.right.columns)
-        types = [
-            hash_type(left_change.schema[a].dataType, right_change.schema[b].dataType)
-            for a, b in zip(self.left_keys, self.right_keys)
-        ]
+        left_change, right_change, types = self.changes(ctx)
         column_types = {f.name: f.dataType for f in [*left_change.schema.fields, *right_change.schema.fields]}
-        dl = self._materialize(ctx, self.left, left_change, self.left_keys, types)
-        dr = self._materialize(ctx, self.right, right_change, self.right_keys, types)
+        dl = keyed_change(ctx, self.left, left_change, self.left_keys, types)
+        dr = keyed_change(ctx, self.right, right_change, self.right_keys, types)
         dl, left_nulls = split_null_keys(ctx.spark, dl, self.left_keys)
         dr, right_nulls = split_null_keys(ctx.spark, dr, self.right_keys)
         left, right = dl.df.drop(BUCKET), dr.df.drop(BUCKET)

@@ -28,13 +28,13 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ivm_assets.delta.tables import WEIGHT
-from ivm_assets.operators.base import EpochContext, Operator, col, consolidate, materialize, nothing
-from ivm_assets.operators.keys import lookup, split_null_keys
+from ivm_assets.operators.base import EpochContext, Operator, col, consolidate
+from ivm_assets.operators.keys import KeyedPair, lookup
 from ivm_assets.sql.plan import q
-from ivm_assets.state.arrangement import BUCKET, StateTable, hash_type, with_bucket
+from ivm_assets.state.arrangement import BUCKET
 
 
-class ResidualSemiJoinOp(Operator):
+class ResidualSemiJoinOp(KeyedPair):
     """Rows of the left input with (semi) or without (anti) a right row of equal keys that
     satisfies ``residual`` (see module doc for the rule)."""
 
@@ -48,19 +48,8 @@ class ResidualSemiJoinOp(Operator):
         right_keys: tuple[str, ...],
         residual: str,
     ) -> None:
-        self.id, self.left, self.right, self.anti = op_id, left, right, anti
-        self.left_keys, self.right_keys, self.residual = left_keys, right_keys, residual
-        self.columns = left.columns
-        self.left_state = StateTable(operator_id=op_id, name="left", columns=left.columns, keys=left_keys, layout="zset")
-        self.right_state = StateTable(operator_id=op_id, name="right", columns=right.columns, keys=right_keys, layout="zset")
-
-    @property
-    def inputs(self) -> tuple[Operator, ...]:
-        return (self.left, self.right)
-
-    @property
-    def state_tables(self) -> tuple[StateTable, ...]:
-        return (self.left_state, self.right_state)
+        super().__init__(op_id, left, right, left_keys, right_keys, left.columns)
+        self.anti, self.residual = anti, residual
 
     def _passing(self, left: DataFrame, right: DataFrame | None) -> DataFrame:
         """The rows of ``left`` (with their weights) that pass against the present rows of ``right``."""
@@ -71,18 +60,7 @@ class ResidualSemiJoinOp(Operator):
         return left.join(present, cond & F.expr(self.residual), "left_anti" if self.anti else "left_semi")
 
     def step(self, ctx: EpochContext) -> DataFrame:
-        left_change = consolidate(self.left.step(ctx), self.left.columns)
-        right_change = consolidate(self.right.step(ctx), self.right.columns)
-        types = [
-            hash_type(left_change.schema[a].dataType, right_change.schema[b].dataType)
-            for a, b in zip(self.left_keys, self.right_keys)
-        ]
-        dl = with_bucket(left_change, self.left_keys, ctx.buckets, types)
-        dl = nothing(dl) if self.left.unchanged(ctx) else materialize(dl, small=not ctx.full)
-        dr = with_bucket(right_change, self.right_keys, ctx.buckets, types)
-        dr = nothing(dr) if self.right.unchanged(ctx) else materialize(dr, small=not ctx.full)
-        dl, left_nulls = split_null_keys(ctx.spark, dl, self.left_keys)
-        dr, _ = split_null_keys(ctx.spark, dr, self.right_keys)  # a NULL key matches nothing
+        dl, dr, left_nulls, _, types = self.split_changes(ctx)
         left, right = dl.df.drop(BUCKET), dr.df.drop(BUCKET)
         parts: list[DataFrame] = [left_nulls.drop(BUCKET)] if self.anti else []
         if dl.rows or dr.rows:

@@ -41,10 +41,10 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from ivm_assets.delta.tables import WEIGHT
-from ivm_assets.operators.base import Batch, EpochContext, Operator, col, consolidate, materialize, nothing
-from ivm_assets.operators.keys import Parts, lookup, rebucket, split_null_keys
+from ivm_assets.operators.base import Batch, EpochContext, Operator, col, consolidate, materialize
+from ivm_assets.operators.keys import KeyedPair, Parts, key_types, keyed_change, lookup, rebucket, split_null_keys
 from ivm_assets.sql.plan import q
-from ivm_assets.state.arrangement import BUCKET, StateTable, hash_type, with_bucket
+from ivm_assets.state.arrangement import BUCKET, StateTable, with_bucket
 
 _NULL = "__null"
 _GROUP_BUCKET = "__bucket_g"
@@ -55,47 +55,21 @@ def _eq(left: DataFrame, right: DataFrame, pairs) -> Column:
     return reduce(lambda a, b: a & b, [left[q(a)] == right[q(b)] for a, b in pairs])
 
 
-def _key_types(left: DataFrame, right: DataFrame, left_keys, right_keys) -> list:
-    """Each key pair hashed as one type, so equal keys of both inputs share a bucket."""
-    return [hash_type(left.schema[a].dataType, right.schema[b].dataType) for a, b in zip(left_keys, right_keys)]
-
-
-def _change(ctx: EpochContext, op: Operator, df: DataFrame) -> Batch:
-    return nothing(df) if op.unchanged(ctx) else materialize(df, small=not ctx.full)
-
-
-class SemiJoinOp(Operator):
+class SemiJoinOp(KeyedPair):
     """Rows of the left input with (semi) or without (anti) a right row of equal keys."""
 
     def __init__(
         self, op_id: str, left: Operator, right: Operator, anti: bool, left_keys: tuple[str, ...], right_keys: tuple[str, ...]
     ) -> None:
-        self.id, self.left, self.right, self.anti = op_id, left, right, anti
-        self.left_keys, self.right_keys = left_keys, right_keys
-        self.columns = left.columns
-        self.left_state = StateTable(operator_id=op_id, name="left", columns=left.columns, keys=left_keys, layout="zset")
-        self.right_state = StateTable(operator_id=op_id, name="right", columns=right.columns, keys=right_keys, layout="zset")
-
-    @property
-    def inputs(self) -> tuple[Operator, ...]:
-        return (self.left, self.right)
-
-    @property
-    def state_tables(self) -> tuple[StateTable, ...]:
-        return (self.left_state, self.right_state)
+        super().__init__(op_id, left, right, left_keys, right_keys, left.columns)
+        self.anti = anti
 
     def _passes(self, count: Column) -> Column:
         matched = F.coalesce(count, F.lit(0)) > 0
         return F.when(~matched if self.anti else matched, 1).otherwise(0).cast("bigint")
 
     def step(self, ctx: EpochContext) -> DataFrame:
-        left_change = consolidate(self.left.step(ctx), self.left.columns)
-        right_change = consolidate(self.right.step(ctx), self.right.columns)
-        types = _key_types(left_change, right_change, self.left_keys, self.right_keys)
-        dl = _change(ctx, self.left, with_bucket(left_change, self.left_keys, ctx.buckets, types))
-        dr = _change(ctx, self.right, with_bucket(right_change, self.right_keys, ctx.buckets, types))
-        dl, left_nulls = split_null_keys(ctx.spark, dl, self.left_keys)
-        dr, _ = split_null_keys(ctx.spark, dr, self.right_keys)  # a NULL key matches nothing
+        dl, dr, left_nulls, _, types = self.split_changes(ctx)
         left, right = dl.df.drop(BUCKET), dr.df.drop(BUCKET)
         parts: list[DataFrame] = [left_nulls.drop(BUCKET)] if self.anti else []
         if dl.rows or dr.rows:
@@ -208,12 +182,12 @@ class NotInOp(Operator):
     def _two_buckets(self, ctx: EpochContext, op: Operator, df: DataFrame, pair_keys, group_keys, types) -> Batch:
         """The change bucketed by group (``__bucket_g``) and by (group, value) (``__bucket``)."""
         by_group = with_bucket(df, group_keys, ctx.buckets, types[:-1]).withColumnRenamed(BUCKET, _GROUP_BUCKET)
-        return _change(ctx, op, with_bucket(by_group, pair_keys, ctx.buckets, types))
+        return keyed_change(ctx, op, by_group, pair_keys, types)
 
     def step(self, ctx: EpochContext) -> DataFrame:
         left_change = consolidate(self.left.step(ctx), self.left.columns)
         right_change = consolidate(self.right.step(ctx), self.right.columns).withColumn(_NULL, col(self.c).isNull())
-        types = _key_types(left_change, right_change, self.left_keys, self.right_keys)
+        types = key_types(left_change, right_change, self.left_keys, self.right_keys)
         dl = self._two_buckets(ctx, self.left, left_change, self.left_keys, self.left_groups_keys, types)
         dr = self._two_buckets(ctx, self.right, right_change, self.right_keys, self.right_group_keys, types)
         dl_grouped, dl_no_group = split_null_keys(ctx.spark, dl, self.left_groups_keys)
