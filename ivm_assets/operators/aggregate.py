@@ -23,7 +23,9 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ivm_assets.delta.tables import WEIGHT
-from ivm_assets.operators.base import Batch, EpochContext, Operator, col, consolidate, materialize, nothing, null_safe_match, unforced
+from ivm_assets.operators.base import (
+    Batch, EpochContext, Operator, col, consolidate, linear_input, materialize, nothing, null_safe_match, unforced,
+)
 from ivm_assets.sql.plan import AggCall, q
 from ivm_assets.state.arrangement import BUCKET, StateRead, StateTable, default_hash_types, with_bucket
 
@@ -139,7 +141,7 @@ class AggregateOp(Operator):
         return col(f"m{i}")  # min, max
 
     def step(self, ctx: EpochContext) -> DataFrame:
-        delta = consolidate(self.input.step(ctx), self.input.columns)
+        delta = linear_input(ctx, self.input)
         if not self.keys:
             delta = delta.withColumn(_GLOBAL, F.lit(0))
         types = default_hash_types(delta, self.group_keys)

@@ -69,7 +69,10 @@ class JoinOp(KeyedPair):
         if parts:
             # Left lazy: whoever consumes a change set materializes it once (with its buckets),
             # and a second materialization here would cost one more Spark job per epoch.
-            out = consolidate(reduce(DataFrame.unionAll, parts), self.columns)
+            out = reduce(DataFrame.unionAll, parts)
+            # A full refresh's join is one part of positive weights: nothing to cancel, and
+            # grouping all of it by every column would cost more than the join.
+            out = out if ctx.full else consolidate(out, self.columns)
         else:
             out = self._join(left.limit(0), right.limit(0))
         self.left_state.write(ctx, dl, types)
