@@ -24,7 +24,7 @@ from pyspark.sql import types as T
 
 from ivm_assets.delta.tables import WEIGHT
 from ivm_assets.operators.base import (
-    Batch, EpochContext, Operator, col, consolidate, linear_input, materialize, nothing, null_safe_match, unforced,
+    Batch, EpochContext, Operator, col, consolidate, input_change, materialize, nothing, null_safe_match, unforced,
 )
 from ivm_assets.sql.plan import AggCall, q
 from ivm_assets.state.arrangement import BUCKET, StateRead, StateTable, default_hash_types, with_bucket
@@ -141,7 +141,7 @@ class AggregateOp(Operator):
         return col(f"m{i}")  # min, max
 
     def step(self, ctx: EpochContext) -> DataFrame:
-        delta = linear_input(ctx, self.input)
+        delta = input_change(ctx, self.input)
         if not self.keys:
             delta = delta.withColumn(_GLOBAL, F.lit(0))
         types = default_hash_types(delta, self.group_keys)

@@ -39,12 +39,12 @@ def consolidate(df: DataFrame, columns: tuple[str, ...] | list[str]) -> DataFram
     return df.groupBy(*[col(c) for c in columns]).agg(F.sum(col(WEIGHT)).alias(WEIGHT)).filter(col(WEIGHT) != 0)
 
 
-def linear_input(ctx: EpochContext, op: Operator) -> DataFrame:
-    """``op``'s change as an operator linear in the weights takes it (a join side, an
-    aggregate's input): consolidated in an incremental epoch, so that a row inserted and
-    deleted again cancels before it costs a state lookup; as it is in a full refresh, where
-    every weight is positive, a duplicate row is as good as a weight of 2, and consolidating
-    would group the whole input by all its columns."""
+def input_change(ctx: EpochContext, op: Operator) -> DataFrame:
+    """``op``'s change as joins (of every kind) and aggregates take it: consolidated in an
+    incremental epoch, so that a row inserted and deleted again cancels before it costs a
+    state lookup; as it is in a full refresh, where every weight is positive, these
+    operators treat two copies of a row as one row of weight 2, and consolidating would
+    group the whole input by all its columns."""
     change = op.step(ctx)
     return change if ctx.full else consolidate(change, op.columns)
 

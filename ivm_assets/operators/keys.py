@@ -17,7 +17,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ivm_assets.operators.base import Batch, EpochContext, Operator, col, linear_input, materialize, nothing
+from ivm_assets.operators.base import Batch, EpochContext, Operator, col, input_change, materialize, nothing
 from ivm_assets.spark.arrow import to_spark
 from ivm_assets.sql.plan import q
 from ivm_assets.state.arrangement import BUCKET, StateTable, hash_type, with_bucket
@@ -45,8 +45,9 @@ class KeyedPair(Operator):
         return (self.left_state, self.right_state)
 
     def changes(self, ctx: EpochContext) -> tuple[DataFrame, DataFrame, list]:
-        """Both inputs' consolidated changes, and how each key pair is hashed."""
-        left, right = linear_input(ctx, self.left), linear_input(ctx, self.right)
+        """Both inputs' changes (see :func:`~ivm_assets.operators.base.input_change`), and how
+        each key pair is hashed."""
+        left, right = input_change(ctx, self.left), input_change(ctx, self.right)
         return left, right, key_types(left, right, self.left_keys, self.right_keys)
 
     def split_changes(self, ctx: EpochContext) -> tuple[Batch, Batch, DataFrame, DataFrame, list]:

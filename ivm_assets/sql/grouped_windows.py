@@ -22,6 +22,8 @@ from sqlglot import exp
 from ivm_assets.errors import LoweringError
 
 GROUPED = "_ivm_grouped"
+# The FROM clause's key among a SELECT's arguments (sqlglot renamed it from "from").
+_FROM = "from_" if "from_" in exp.Select.arg_types else "from"
 
 
 def split_grouped_windows(select: exp.Select) -> exp.Select:
@@ -54,30 +56,24 @@ def split_grouped_windows(select: exp.Select) -> exp.Select:
             return exp.column(name_of(e, "_k"), table=GROUPED)
         return e
 
-    outer_parts = {
-        "expressions": select.expressions,
-        "qualify": select.args.get("qualify"),
-        "order": select.args.get("order"),
-    }
-    for part in (p for v in outer_parts.values() for p in (v if isinstance(v, list) else [v]) if p is not None):
-        if part.find(exp.Subquery, exp.Exists):
+    for part in [*select.expressions, select.args.get("qualify"), select.args.get("order")]:
+        if part is not None and part.find(exp.Subquery, exp.Exists):
             raise LoweringError("No lowering rule for a subquery in a SELECT with windows over GROUP BY", part)
-    outer = exp.Select(
-        expressions=[p.copy().transform(replace) for p in select.expressions],
-        distinct=select.args.get("distinct"),
-        limit=select.args.get("limit"),
-        offset=select.args.get("offset"),
-    )
+    # The outer query keeps SELECT list, QUALIFY, ORDER BY, LIMIT, OFFSET and DISTINCT; the
+    # grouping subquery FROM, joins, WHERE, GROUP BY and HAVING.
+    outer = select.copy()
+    for arg in ("joins", "where", "group", "having"):
+        outer.set(arg, None)
+    outer.set("expressions", [p.transform(replace) for p in select.expressions])
     for arg in ("qualify", "order"):
         if select.args.get(arg) is not None:
-            outer.set(arg, select.args[arg].copy().transform(replace))
+            outer.set(arg, select.args[arg].transform(replace))
     for column in outer.find_all(exp.Column):
         if column.table and column.table != GROUPED:
             raise LoweringError(f"column {column.sql('spark')} is neither grouped nor aggregated", column)
-    grouping = exp.Select(expressions=inner)
-    for arg in ("from", "from_", "joins", "where", "group", "having"):
-        if select.args.get(arg) is not None:
-            grouping.set(arg, select.args[arg].copy())
-    outer.set("from_" if "from_" in select.args or "from_" in exp.Select.arg_types else "from",
-              exp.From(this=exp.Subquery(this=grouping, alias=exp.TableAlias(this=exp.to_identifier(GROUPED)))))
+    grouping = select.copy()
+    for arg in ("qualify", "order", "limit", "offset", "distinct"):
+        grouping.set(arg, None)
+    grouping.set("expressions", inner)
+    outer.set(_FROM, exp.From(this=exp.Subquery(this=grouping, alias=exp.TableAlias(this=exp.to_identifier(GROUPED)))))
     return outer
