@@ -167,7 +167,7 @@ class AggregateOp(Operator):
             )
         # The old rows feed both the new values and the retractions (see _once).
         raw = self.groups.read(ctx, touched, self.group_keys)
-        old = _once(self.groups.current(raw.df), raw, ctx) if raw is not None else None
+        old = _once(self.groups.current(raw), raw, ctx) if raw is not None else None
         new = materialize(with_bucket(self._combine(old, change), self.group_keys, ctx.buckets, types), small=not ctx.full)
         old_values: dict[int, DataFrame | None] = {}
         new_values: dict[int, DataFrame | None] = {}
@@ -177,7 +177,7 @@ class AggregateOp(Operator):
         for i, table in self.values.items():
             dv = unforced(value_changes[i]).drop(BUCKET)
             raw_values = table.read(ctx, touched, self.group_keys)
-            old_rows = _once(table.current(raw_values.df), raw_values, ctx) if raw_values is not None else None
+            old_rows = _once(table.current(raw_values), raw_values, ctx) if raw_values is not None else None
             new_rows = consolidate(old_rows.unionByName(dv) if old_rows is not None else dv, self.group_keys + ("v",))
             old_values[i] = self._value_aggs(old_rows, i, self.aggs[i].func)
             new_values[i] = self._value_aggs(new_rows, i, self.aggs[i].func)

@@ -54,9 +54,20 @@ class Batch:
 
     def __init__(self, df: DataFrame, rows: int, table: pa.Table | None = None) -> None:
         self._df, self._rows, self._table = df, rows, table
+        self._spark: SparkSession | None = None
+
+    @classmethod
+    def of_table(cls, spark: SparkSession, table: pa.Table) -> Batch:
+        """A small change set held as Arrow; its Spark frame is made on first use (~15 ms
+        each, and many are only stored or looked up by, never joined)."""
+        batch = cls(None, table.num_rows, table)  # type: ignore[arg-type]
+        batch._spark = spark
+        return batch
 
     @property
     def df(self) -> DataFrame:
+        if self._df is None:
+            self._df = to_spark(self._spark, self._table)
         return self._df
 
     @property
@@ -96,7 +107,7 @@ class _Pending(Batch):
     @property
     def df(self) -> DataFrame:
         self._resolve()
-        return self._df
+        return Batch.df.fget(self)
 
     @property
     def rows(self) -> int:
@@ -109,7 +120,7 @@ class _Pending(Batch):
         return self._table
 
     def _set(self, table: pa.Table) -> None:
-        self._df, self._rows, self._table = to_spark(self._plan.sparkSession, table), table.num_rows, table
+        self._df, self._rows, self._table, self._spark = None, table.num_rows, table, self._plan.sparkSession
         self._done = True
 
 

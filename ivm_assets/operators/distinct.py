@@ -42,7 +42,7 @@ class DistinctOp(Operator):
                 self.counts.write(ctx, batch, types)
             return delta
         raw = self.counts.read(ctx, batch, self.columns)
-        old = self.counts.current(raw.df) if raw is not None else None
+        old = self.counts.current(raw) if raw is not None else None
         if old is None:
             joined = delta.withColumn("__old", F.lit(0).cast("bigint"))
         else:

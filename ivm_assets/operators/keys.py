@@ -96,7 +96,7 @@ def split_null_keys(spark: SparkSession, batch: Batch, keys: tuple[str, ...]) ->
     for k in keys[1:]:
         mask = pc.and_(mask, pc.is_valid(batch.table.column(k)))
     keyed, nulls = batch.table.filter(mask), batch.table.filter(pc.invert(mask))
-    keyed_batch = batch if nulls.num_rows == 0 else Batch(to_spark(spark, keyed), keyed.num_rows, keyed)
+    keyed_batch = batch if nulls.num_rows == 0 else Batch.of_table(spark, keyed)
     null_df = batch.df.limit(0) if nulls.num_rows == 0 else to_spark(spark, nulls)
     return keyed_batch, null_df
 
@@ -107,7 +107,7 @@ def rebucket(spark: SparkSession, batch: Batch, column: str) -> Batch:
     if batch.table is not None:
         table = batch.table.drop_columns([BUCKET])
         table = table.rename_columns([BUCKET if n == column else n for n in table.column_names])
-        return Batch(to_spark(spark, table), table.num_rows, table)
+        return Batch.of_table(spark, table)
     return Batch(batch.df.drop(BUCKET).withColumnRenamed(column, BUCKET), batch.rows)
 
 
@@ -131,7 +131,7 @@ def lookup(ctx: EpochContext, table: StateTable, parts: Parts) -> DataFrame | No
     first_types = [parts[0][0].df.schema[k].dataType for k in parts[0][1]]
     if all(_alike(b.df.schema[k].dataType, t) for b, keys in parts for k, t in zip(keys, first_types)):
         raw = table.read(ctx, _combined(ctx, parts), parts[0][1])
-        return table.current(raw.df) if raw is not None else None
+        return table.current(raw) if raw is not None else None
     rows: DataFrame | None = None
     for i, (batch, keys) in enumerate(parts):
         raw = table.read(ctx, batch, keys)
@@ -143,7 +143,7 @@ def lookup(ctx: EpochContext, table: StateTable, parts: Parts) -> DataFrame | No
             same = [found[q(a)] == seen[q(b)] for a, b in zip(table.keys, earlier_keys)]
             found = found.join(seen, reduce(lambda x, y: x & y, same), "left_anti")
         rows = found if rows is None else rows.unionByName(found)
-    return table.current(rows) if rows is not None else None
+    return table.current_rows(rows) if rows is not None else None
 
 
 def _alike(a: T.DataType, b: T.DataType) -> bool:
@@ -169,4 +169,4 @@ def _combined(ctx: EpochContext, parts: Parts) -> Batch:
         table = pa.concat_tables([t.cast(tables[0].schema) for t in tables])
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return Batch(df, rows)
-    return Batch(to_spark(ctx.spark, table), table.num_rows, table)
+    return Batch.of_table(ctx.spark, table)

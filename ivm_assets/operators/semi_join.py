@@ -81,7 +81,7 @@ class SemiJoinOp(KeyedPair):
                 parts.append(joined.select(*keep, (col(WEIGHT) * self._passes(col("__n"))).alias(WEIGHT)))
             raw = self.left_state.read(ctx, dr, self.right_keys) if dr.rows else None
             if raw is not None:
-                old = self.left_state.current(raw.df)
+                old = self.left_state.current(raw)
                 joined = old.join(counts, _eq(old, counts, pairs), "inner")
                 flip = self._passes(col("__n")) - self._passes(col("__o"))
                 parts.append(joined.select(*keep, (col(WEIGHT) * flip).alias(WEIGHT)))
@@ -221,7 +221,7 @@ class NotInOp(Operator):
         if flipped.rows:
             raw = self.left_groups.read(ctx, flipped, self.right_group_keys)
             if raw is not None:
-                rows = self.left_groups.current(raw.df)
+                rows = self.left_groups.current(raw)
                 # Their values were not among the touched pairs: look them up too.
                 rows_pairs, _ = split_null_keys(
                     ctx.spark, materialize(with_bucket(rows, self.left_keys, ctx.buckets, types), small=True), (self.x,)
@@ -233,7 +233,7 @@ class NotInOp(Operator):
         if dr_pairs.rows:
             raw = self.left_state.read(ctx, dr_pairs, self.right_keys)
             if raw is not None:
-                rows = self.left_state.current(raw.df)
+                rows = self.left_state.current(raw)
                 if flipped.rows:  # those groups' rows are all counted above
                     f = flipped.df.drop(BUCKET)
                     rows = rows.join(f, _eq(rows, f, list(zip(self.left_groups_keys, self.right_group_keys))), "left_anti")

@@ -93,7 +93,7 @@ class SetOperationOp(Operator):
         # Old counts and changes side by side, one row per touched row (GROUP BY: NULLs equal).
         tagged = delta.select(*[col(c) for c in self.columns], col(SIDE), col(WEIGHT).alias("__d"), zero.alias("__o"))
         if raw is not None:
-            old = self.counts.current(raw.df)
+            old = self.counts.current(raw)
             tagged = tagged.unionByName(
                 old.select(*[col(c) for c in self.columns], col(SIDE), zero.alias("__d"), col(WEIGHT).alias("__o"))
             )

@@ -172,7 +172,7 @@ class TopKOp(Operator):
         else:
             raw = self.top.read(ctx, batch, self.partition)
             if raw is not None:
-                old = self.top.current(raw.df)
+                old = self.top.current(raw)
                 old = old if raw.local else materialize(old, small=True).df  # used three times
             new = self._refill(ctx, batch, delta, materialize(self._first(self._advance(old, delta)), small=True))
         parts = [self._shown(new.df, 1)] + ([self._shown(old, -1)] if old is not None else [])

@@ -62,7 +62,7 @@ class WindowOp(Operator):
         batch = nothing(batch) if self.input.unchanged(ctx) else materialize(batch, small=not ctx.full)
         delta = batch.df.drop(BUCKET)
         raw = self.rows.read(ctx, batch, self.partition)
-        old = self.rows.current(raw.df) if raw is not None else None
+        old = self.rows.current(raw) if raw is not None else None
         if old is not None and not raw.local:
             old = materialize(old, small=not ctx.full).df  # read once, used twice
         new = consolidate(old.unionByName(delta), self.input.columns) if old is not None else delta

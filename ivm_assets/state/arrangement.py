@@ -37,6 +37,7 @@ from ivm_assets.delta.tables import WEIGHT
 from ivm_assets.errors import RefreshError
 from ivm_assets.operators.base import Batch, EpochContext, col, consolidate, null_safe_match
 from ivm_assets.spark.arrow import to_arrow, to_spark
+from ivm_assets.state import driver_rows
 from ivm_assets.sql.plan import q
 
 BUCKET = "__bucket"
@@ -56,14 +57,23 @@ DRIVER_READ_BYTES = 256 << 20
 ROW_GROUP_ROWS = 16_384
 
 
-@dataclass(frozen=True)
 class StateRead:
     """State rows for the touched keys, whether the files read were large, and whether they
-    were read on the driver (then ``df`` is a local relation, cheap to evaluate twice)."""
+    were read on the driver (then ``df`` is a local relation, cheap to evaluate twice).
 
-    df: DataFrame
-    large: bool
-    local: bool = False
+    ``table``: the same rows as Arrow, when they were read on the driver and matched to the
+    touched keys there (then :meth:`StateTable.current` can finish them there too, and the
+    Spark frame of the raw rows is made only if someone asks for it).
+    """
+
+    def __init__(self, df: DataFrame | None, large: bool, local: bool = False, table: pa.Table | None = None, spark=None) -> None:
+        self._df, self.large, self.local, self.table, self.spark = df, large, local, table, spark
+
+    @property
+    def df(self) -> DataFrame:
+        if self._df is None:
+            self._df = to_spark(self.spark, self.table)
+        return self._df
 
 
 _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
@@ -201,11 +211,13 @@ class StateTable:
         by_key = touched is not None and bool(self.keys)
         local = touched is None or touched.table is not None
         on_driver = local and snap.bytes <= DRIVER_READ_BYTES and snap.plain_local_parquet
+        exact: pa.Table | None = None
         if on_driver:
             table = self._read_on_driver(snap, touched, touched_keys) if by_key else delta.read_files_arrow(snap)
             # Rows of the row groups read (a Spark read's count would cost a job: not counted).
             ctx.stats["state_rows_read"] = ctx.stats.get("state_rows_read", 0) + table.num_rows
-            rows = to_spark(ctx.spark, table)
+            exact = driver_rows.matching(table, self.keys, touched.table, touched_keys) if by_key else table
+            rows = None if exact is not None else to_spark(ctx.spark, table)
         else:
             rows = delta.read_snapshot(ctx.spark, uri, version=version, partition_filters=pruning).drop(BUCKET)
             if by_key:
@@ -213,16 +225,16 @@ class StateTable:
         where_read = "state_reads_on_driver" if on_driver else "state_reads_in_spark"
         ctx.stats[where_read] = ctx.stats.get(where_read, 0) + 1
         ctx.stats["state_bytes_scanned"] = ctx.stats.get("state_bytes_scanned", 0) + snap.bytes
-        if by_key:
+        if by_key and exact is None:
             keys = touched.df.select(*[col(k) for k in touched_keys]).distinct()
             cond = null_safe_match(rows, keys, list(zip(self.keys, touched_keys)))
             rows = rows.join(F.broadcast(keys) if large else keys, cond, "left_semi")
-        return StateRead(rows, large, on_driver)
+        return StateRead(rows, large, on_driver, exact, ctx.spark)
 
     def _read_on_driver(self, snap: delta.SnapshotFiles, touched: Batch, touched_keys: tuple[str, ...]) -> pa.Table:
         """The touched buckets' rows whose first key is among the touched ones, read by
-        pyarrow (the exact, null-safe match on every key follows in Spark). Without a
-        comparable first key (types Spark compares through a cast) the buckets are read whole."""
+        pyarrow (the exact, null-safe match on every key follows, on the driver where
+        :func:`driver_rows.matching` can, else in Spark). Without a comparable first key (types Spark compares through a cast) the buckets are read whole."""
         values = touched.table.column(touched_keys[0]).combine_chunks()
         own = delta.normalize_schema_of(snap.table).field(self.keys[0]).type
         if not (own == values.type or (pa.types.is_integer(own) and pa.types.is_integer(values.type))):
@@ -254,7 +266,19 @@ class StateTable:
             wanted = wanted | key.isNull()  # NULL keys form a group of their own
         return rows.filter(wanted)
 
-    def current(self, rows: DataFrame) -> DataFrame:
+    def current(self, read: StateRead) -> DataFrame:
+        """The logical content of the rows ``read``: consolidated z-set, or latest row per
+        key; computed on the driver when the rows are there and their types allow."""
+        if read.table is not None:
+            if self.layout_kind == "zset":
+                done = driver_rows.consolidated(read.table, self.columns, WEIGHT)
+            else:
+                done = driver_rows.latest(read.table, self.keys, EPOCH)
+            if done is not None:
+                return to_spark(read.spark, done)
+        return self.current_rows(read.df)
+
+    def current_rows(self, rows: DataFrame) -> DataFrame:
         """The logical content of raw state rows: consolidated z-set, or latest row per key."""
         if self.layout_kind == "zset":
             return consolidate(rows, self.columns)
@@ -341,7 +365,7 @@ class StateTable:
             return False  # no table, or one whose layout is unknown (rebuilt by the next refresh)
         if delta.file_count(uri, version) <= max_files_per_bucket * layout.buckets:
             return False
-        rows = self.current(delta.read_snapshot(spark, uri, version=version).drop(BUCKET))
+        rows = self.current_rows(delta.read_snapshot(spark, uri, version=version).drop(BUCKET))
         if self.alive_column:
             rows = rows.filter(col(self.alive_column) > 0)
         names = [*self.columns, WEIGHT] if self.layout_kind == "zset" else [*self.columns]

@@ -1,0 +1,107 @@
+"""State rows read on the driver, finished there: exact key match, z-set consolidation and
+the latest row per key, computed with pyarrow on the few rows a small epoch touches.
+
+A state read on the driver enters the Spark plan as a local relation. Matching it to the
+touched keys or consolidating it in Spark costs a shuffle (a stage) each, for a few thousand
+rows; done here, the plan starts from rows that are already current.
+
+Rows are compared through *codes*: each distinct tuple of values gets one int64 code, NULLs
+included (NULL equals NULL, as Spark's null-safe match and GROUP BY have it). Only types
+whose equality Arrow and Spark decide alike are coded here. Floating point is not (Spark
+treats -0.0 and 0.0, and all NaNs, as equal in joins and groups; Arrow's hashing need not),
+nor nested types, nor keys of two different types other than integers: for those every
+function returns None and the caller does the work in Spark, as before.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+
+def _comparable(t: pa.DataType) -> bool:
+    return not (pa.types.is_floating(t) or pa.types.is_nested(t) or pa.types.is_dictionary(t) or pa.types.is_null(t))
+
+
+def tuple_codes(parts: list[tuple[pa.Table, tuple[str, ...]]]) -> list[pa.Array] | None:
+    """One int64 code per row of each table, equal exactly where the rows' value tuples are.
+
+    ``parts[i]`` is a table and the columns of it to compare (every part the same number;
+    column j of each part compared with column j of the others). No columns: every row
+    gets code 0. None when some column's type is not coded here (see the module doc).
+    """
+    sizes = [table.num_rows for table, _ in parts]
+    width = len(parts[0][1])
+    if width == 0:
+        return [pa.array([0] * n, pa.int64()) for n in sizes]
+    code: pa.Array | None = None
+    for j in range(width):
+        arrays = [_flat(table.column(names[j])) for table, names in parts]
+        types = {a.type for a in arrays}
+        if len(types) > 1:
+            if not all(pa.types.is_integer(t) for t in types):
+                return None
+            arrays = [a.cast(pa.int64()) for a in arrays]
+        if not _comparable(arrays[0].type):
+            return None
+        encoded = pc.dictionary_encode(pa.concat_arrays(arrays), null_encoding="encode")
+        column = encoded.indices.cast(pa.int64())
+        if code is None:
+            code = column
+        else:
+            # Both codes are below the row count: the pair fits in an int64, and re-coding it
+            # keeps the next step's product small too.
+            pair = pc.add(pc.multiply(code, len(encoded.dictionary)), column)
+            code = pc.dictionary_encode(pair).indices.cast(pa.int64())
+    out, start = [], 0
+    for n in sizes:
+        out.append(code.slice(start, n))
+        start += n
+    return out
+
+
+def _flat(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+
+
+def matching(rows: pa.Table, keys: tuple[str, ...], wanted: pa.Table, wanted_keys: tuple[str, ...]) -> pa.Table | None:
+    """The rows of ``rows`` whose ``keys`` equal (NULL-safe) the ``wanted_keys`` of some row
+    of ``wanted``; None when the key types are not compared here."""
+    codes = tuple_codes([(rows, keys), (wanted, wanted_keys)])
+    if codes is None:
+        return None
+    return rows.filter(pc.is_in(codes[0], value_set=codes[1]))
+
+
+def consolidated(rows: pa.Table, columns: tuple[str, ...], weight: str) -> pa.Table | None:
+    """``rows`` (``columns`` plus ``weight``) with the weights of identical rows summed and
+    rows of weight zero dropped; None when some column type is not compared here."""
+    codes = tuple_codes([(rows, columns)])
+    if codes is None:
+        return None
+    sums = (
+        pa.table({"code": codes[0], "w": rows.column(weight), "row": pa.array(range(rows.num_rows), pa.int64())})
+        .group_by("code", use_threads=False)
+        .aggregate([("w", "sum"), ("row", "min")])
+    )
+    live = sums.filter(pc.not_equal(sums.column("w_sum"), 0))
+    first = rows.select(list(columns)).take(live.column("row_min"))
+    return first.append_column(rows.schema.field(weight), live.column("w_sum").cast(rows.schema.field(weight).type))
+
+
+def latest(rows: pa.Table, keys: tuple[str, ...], epoch: str) -> pa.Table | None:
+    """Per distinct ``keys`` tuple, its row of the highest ``epoch``; None when some key type
+    is not compared here."""
+    codes = tuple_codes([(rows, keys)])
+    if codes is None:
+        return None
+    if rows.num_rows == 0:
+        return rows
+    order = pc.sort_indices(
+        pa.table({"code": codes[0], "epoch": rows.column(epoch)}),
+        sort_keys=[("code", "ascending"), ("epoch", "descending")],
+    )
+    sorted_codes = codes[0].take(order)
+    starts = pc.not_equal(sorted_codes.slice(1), sorted_codes.slice(0, len(sorted_codes) - 1))
+    first = pa.concat_arrays([pa.array([True]), starts.combine_chunks() if isinstance(starts, pa.ChunkedArray) else starts])
+    return rows.take(order.filter(first))

@@ -1,0 +1,66 @@
+"""State rows finished on the driver: the same rows Spark's null-safe match, GROUP BY
+consolidation and latest-row window give, or None where Arrow and Spark could disagree."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pyarrow as pa
+import pytest
+
+from ivm_assets.state import driver_rows
+
+
+def _rows(table: pa.Table) -> list[tuple]:
+    return sorted((tuple(r.values()) for r in table.to_pylist()), key=repr)
+
+
+def test_matching_is_null_safe_on_every_key_column():
+    state = pa.table({
+        "a": pa.array([1, 1, 2, None, None, 3], pa.int64()),
+        "b": pa.array(["x", "y", "x", "x", None, None]),
+        "w": pa.array([1, 2, 3, 4, 5, 6], pa.int64()),
+    })
+    wanted = pa.table({"ka": pa.array([1, None, 3, 7], pa.int32()), "kb": pa.array(["y", None, None, "x"])})
+    found = driver_rows.matching(state, ("a", "b"), wanted, ("ka", "kb"))
+    # (1, y), (NULL, NULL) and (3, NULL) match; (1, x) shares only its first key, (NULL, x) only its second.
+    assert _rows(found) == _rows(state.take([1, 4, 5]))
+
+
+def test_matching_leaves_floats_and_mixed_types_to_spark():
+    doubles = pa.table({"k": pa.array([0.0, -0.0]), "w": pa.array([1, 1], pa.int64())})
+    assert driver_rows.matching(doubles, ("k",), pa.table({"k": pa.array([0.0])}), ("k",)) is None
+    ints = pa.table({"k": pa.array([1], pa.int64()), "w": pa.array([1], pa.int64())})
+    decimals = pa.table({"k": pa.array([Decimal("1.0")], pa.decimal128(10, 1))})
+    assert driver_rows.matching(ints, ("k",), decimals, ("k",)) is None
+
+
+def test_consolidated_sums_weights_of_identical_rows_and_drops_zeros():
+    rows = pa.table({
+        "k": pa.array([1, 1, 1, 2, None, None, 3], pa.int64()),
+        "s": pa.array(["a", "a", "b", "a", None, None, "c"]),
+        "w": pa.array([1, 2, 1, 1, 1, 1, 1], pa.int64()),
+    })
+    rows = pa.concat_tables([rows, pa.table({"k": pa.array([2, 3], pa.int64()), "s": ["a", "c"], "w": pa.array([-1, -2], pa.int64())})])
+    done = driver_rows.consolidated(rows, ("k", "s"), "w")
+    assert done.column_names == ["k", "s", "w"]
+    assert _rows(done) == sorted([(1, "a", 3), (1, "b", 1), (None, None, 2), (3, "c", -1)], key=repr)
+
+
+def test_consolidated_without_rows_or_with_a_float_column():
+    empty = pa.table({"k": pa.array([], pa.int64()), "w": pa.array([], pa.int64())})
+    assert driver_rows.consolidated(empty, ("k",), "w").num_rows == 0
+    floats = pa.table({"x": pa.array([0.0, -0.0]), "w": pa.array([1, -1], pa.int64())})
+    assert driver_rows.consolidated(floats, ("x",), "w") is None
+
+
+@pytest.mark.parametrize("keys", [("k",), ()])
+def test_latest_keeps_the_row_of_the_highest_epoch_per_key(keys):
+    rows = pa.table({
+        "k": pa.array([1, 1, 2, None, None], pa.int64()),
+        "v": pa.array(["old", "new", "only", "n1", "n2"]),
+        "__epoch": pa.array([3, 5, 1, 2, 4], pa.int64()),
+    })
+    done = driver_rows.latest(rows, keys, "__epoch")
+    expected = [("new",), ("n2",), ("only",)] if keys else [("new",)]
+    assert sorted((r["v"],) for r in done.to_pylist()) == sorted(expected)
