@@ -339,8 +339,21 @@ def snapshot_files(
     return SnapshotFiles(dt, files, _files_bytes(files))
 
 
+@dataclass
+class ReadCost:
+    """What :func:`read_files_arrow` decoded: row groups, their rows and compressed bytes."""
+
+    row_groups: int = 0
+    rows: int = 0
+    bytes: int = 0
+
+
 def read_files_arrow(
-    snap: SnapshotFiles, *, key: str | None = None, values: pa.Array | pa.ChunkedArray | None = None
+    snap: SnapshotFiles,
+    *,
+    key: str | None = None,
+    values: pa.Array | pa.ChunkedArray | None = None,
+    cost: ReadCost | None = None,
 ) -> pa.Table:
     """The rows of ``snap``'s files, read on the driver by pyarrow, without partition columns;
     with ``key``, only rows whose ``key`` is in ``values`` (a NULL in ``values`` keeps NULL keys).
@@ -348,6 +361,7 @@ def read_files_arrow(
     For small, selective reads: no Spark job, no Spark file index. Row groups whose min/max
     statistics exclude every value are skipped. Each file is read as it is and cast to the
     table's schema (files written at different times may hold string_view or string).
+    ``cost``, when given, is added what was decoded.
     """
     partitions = set(snap.table.metadata().partition_columns)
     schema = pa.schema([f for f in normalize_schema_of(snap.table) if f.name not in partitions])
@@ -363,8 +377,13 @@ def read_files_arrow(
     for path in snap.files:
         parquet = pq.ParquetFile(path.removeprefix("file://"))
         for group in range(parquet.num_row_groups):
-            if present is not None and _skips(parquet.metadata.row_group(group), key, wanted_sorted, keep_nulls):
+            meta = parquet.metadata.row_group(group)
+            if present is not None and _skips(meta, key, wanted_sorted, keep_nulls):
                 continue
+            if cost is not None:
+                cost.row_groups += 1
+                cost.rows += meta.num_rows
+                cost.bytes += sum(meta.column(i).total_compressed_size for i in range(meta.num_columns))
             rows = _conform(parquet.read_row_group(group), schema)
             if present is not None:
                 wanted = pc.is_in(rows.column(key), value_set=present)
@@ -611,7 +630,7 @@ def overwrite_epoch(
             change_feed=change_feed, row_group_rows=row_group_rows, metadata=metadata,
         )
         return table.num_rows
-    files = _spark_files(uri, rows, partition_by=partition_by, sort_by=sort_by)
+    files = _spark_files(uri, rows, partition_by=partition_by, sort_by=sort_by, row_group_rows=row_group_rows)
 
     def attempt(at: int | None) -> bool:
         properties = epoch.commit_properties(metadata)
@@ -636,7 +655,7 @@ def rewrite_rows(
     if _local_path(uri) is None:
         table = _sorted(to_arrow(rows), [*partition_by, *sort_by])
         return rewrite(uri, table, after=after, partition_by=partition_by, row_group_rows=row_group_rows, metadata=metadata)
-    files = _spark_files(uri, rows, partition_by=partition_by, sort_by=sort_by)
+    files = _spark_files(uri, rows, partition_by=partition_by, sort_by=sort_by, row_group_rows=row_group_rows)
     return _compaction_commit(uri, after, lambda at, properties: _commit_files(uri, at, files, partition_by, properties), metadata)
 
 
@@ -658,19 +677,22 @@ class _SparkFiles:
     schema: pa.Schema  # the table's schema: every column nullable, as the Arrow path writes it
 
 
-# Parquet row groups of Spark-written state files: the unit a key lookup skips. Spark sizes
-# row groups in bytes; ~1 MiB holds about as many narrow state rows as the Arrow path's
-# row-count cap.
+# Parquet row groups of Spark-written files, in bytes (parquet-java's own default is 128 MiB:
+# one group per file, which a key lookup could never skip part of).
 SPARK_ROW_GROUP_BYTES = 1 << 20
 
 
-def _spark_files(uri: str, rows: DataFrame, *, partition_by: list[str], sort_by: list[str]) -> _SparkFiles:
+def _spark_files(
+    uri: str, rows: DataFrame, *, partition_by: list[str], sort_by: list[str], row_group_rows: int | None = None
+) -> _SparkFiles:
     """Spark writes ``rows`` as parquet into a staging folder inside the table's folder; the
     files then move (one rename each, same file system) to where delta-rs puts its own:
     ``<table>/<k>=<v>/part-….parquet``. Until the driver commits them they are not part of
     the table: a process killed here leaves unreferenced files, which readers never see and
     a later vacuum removes. Each file's row count, read from its footer, goes into the
-    Delta statistics (the cost model and :func:`row_count` use them).
+    Delta statistics (the cost model and :func:`row_count` use them). ``row_group_rows``
+    caps row groups by rows too, as the Arrow path does (narrow state rows fill 1 MiB only
+    after ~100,000 rows).
     """
     root = _local_path(uri)
     if root is None:
@@ -680,9 +702,11 @@ def _spark_files(uri: str, rows: DataFrame, *, partition_by: list[str], sort_by:
         rows = rows.repartition(*[F.col(f"`{c}`") for c in partition_by])
     if partition_by or sort_by:
         rows = rows.sortWithinPartitions(*[F.col(f"`{c}`") for c in [*partition_by, *sort_by]])
+    writer = rows.write.option("parquet.block.size", SPARK_ROW_GROUP_BYTES)
+    if row_group_rows:
+        writer = writer.option("parquet.block.row.count.limit", row_group_rows)
     (
-        rows.write.option("parquet.block.size", SPARK_ROW_GROUP_BYTES)
-        .option("compression", "snappy")
+        writer.option("compression", "snappy")
         .partitionBy(*partition_by)
         .parquet(staging)
     )

@@ -54,7 +54,7 @@ LARGE_READ_BYTES = 64 << 20
 # key, and enter the plan as a small local relation: no Spark file index, no scan stage.
 DRIVER_READ_BYTES = 256 << 20
 # Rows per parquet row group in state files: the unit a key-range lookup can skip.
-ROW_GROUP_ROWS = 16_384
+ROW_GROUP_ROWS = 4096
 
 
 class StateRead:
@@ -213,15 +213,20 @@ class StateTable:
         on_driver = local and snap.bytes <= DRIVER_READ_BYTES and snap.plain_local_parquet
         exact: pa.Table | None = None
         if on_driver:
-            table = self._read_on_driver(snap, touched, touched_keys) if by_key else delta.read_files_arrow(snap)
-            # Rows of the row groups read (a Spark read's count would cost a job: not counted).
-            ctx.stats["state_rows_read"] = ctx.stats.get("state_rows_read", 0) + table.num_rows
+            cost = delta.ReadCost()
+            table = self._read_on_driver(snap, touched, touched_keys, cost) if by_key else delta.read_files_arrow(snap, cost=cost)
+            # What was decoded: rows and compressed bytes of the row groups read. A read in
+            # Spark counts the touched buckets' whole files as bytes, and no rows (counting
+            # them would cost a job).
+            for stat, value in (("state_rows_read", cost.rows), ("state_bytes_read", cost.bytes), ("state_row_groups_read", cost.row_groups)):
+                ctx.stats[stat] = ctx.stats.get(stat, 0) + value
             exact = driver_rows.matching(table, self.keys, touched.table, touched_keys) if by_key else table
             rows = None if exact is not None else to_spark(ctx.spark, table)
         else:
             rows = delta.read_snapshot(ctx.spark, uri, version=version, partition_filters=pruning).drop(BUCKET)
             if by_key:
                 rows = self._key_range(rows, touched, touched_keys[0])
+            ctx.stats["state_bytes_read"] = ctx.stats.get("state_bytes_read", 0) + snap.bytes
         where_read = "state_reads_on_driver" if on_driver else "state_reads_in_spark"
         ctx.stats[where_read] = ctx.stats.get(where_read, 0) + 1
         ctx.stats["state_bytes_scanned"] = ctx.stats.get("state_bytes_scanned", 0) + snap.bytes
@@ -231,15 +236,26 @@ class StateTable:
             rows = rows.join(F.broadcast(keys) if large else keys, cond, "left_semi")
         return StateRead(rows, large, on_driver, exact, ctx.spark)
 
-    def _read_on_driver(self, snap: delta.SnapshotFiles, touched: Batch, touched_keys: tuple[str, ...]) -> pa.Table:
+    def driver_bytes(self, ctx: EpochContext) -> int | None:
+        """The size of the table's files at the epoch's version when :meth:`read` would read
+        them whole on the driver; None when there is no state or it would read them in Spark."""
+        version = ctx.state_versions.get(self.table_name)
+        if version is None:
+            return None
+        snap = delta.snapshot_files(self.uri(ctx), version=version)
+        return snap.bytes if snap.bytes <= DRIVER_READ_BYTES and snap.plain_local_parquet else None
+
+    def _read_on_driver(
+        self, snap: delta.SnapshotFiles, touched: Batch, touched_keys: tuple[str, ...], cost: delta.ReadCost
+    ) -> pa.Table:
         """The touched buckets' rows whose first key is among the touched ones, read by
         pyarrow (the exact, null-safe match on every key follows, on the driver where
         :func:`driver_rows.matching` can, else in Spark). Without a comparable first key (types Spark compares through a cast) the buckets are read whole."""
         values = touched.table.column(touched_keys[0]).combine_chunks()
         own = delta.normalize_schema_of(snap.table).field(self.keys[0]).type
         if not (own == values.type or (pa.types.is_integer(own) and pa.types.is_integer(values.type))):
-            return delta.read_files_arrow(snap)
-        return delta.read_files_arrow(snap, key=self.keys[0], values=pc.unique(values))
+            return delta.read_files_arrow(snap, cost=cost)
+        return delta.read_files_arrow(snap, key=self.keys[0], values=pc.unique(values), cost=cost)
 
     def _clustered(self, table: pa.Table) -> pa.Table:
         """Rows sorted by bucket and key, so each row group covers a narrow key range."""

@@ -8,7 +8,7 @@ from pyspark.sql import functions as F
 from ivm_assets.delta import tables as delta
 from ivm_assets.delta.tables import WEIGHT, Epoch
 from ivm_assets.operators.base import EpochContext, materialize
-from ivm_assets.state.arrangement import BUCKET, StateTable, with_bucket
+from ivm_assets.state.arrangement import BUCKET, ROW_GROUP_ROWS, StateTable, with_bucket
 
 
 def _context(spark, root: str, *, full: bool, versions: dict | None = None, epoch: int = 1) -> EpochContext:
@@ -40,6 +40,23 @@ def test_small_change_reads_only_touched_buckets(spark, tmp_path):
     assert ctx.stats["state_reads_on_driver"] == 1  # small: read by pyarrow, no Spark scan
     assert [tuple(r) for r in read.df.collect()] == [(42, 84, 1)]
     assert not read.large
+
+
+def test_a_one_key_lookup_decodes_one_row_group_of_state_spark_wrote(spark, tmp_path):
+    """A full build's state is written by Spark in row groups of ROW_GROUP_ROWS rows sorted
+    by key (parquet-java would make one group of a whole bucket): a key costs its group."""
+    table = StateTable(operator_id="join_0", name="left", columns=("k", "v"), keys=("k",), layout="zset")
+    rows = spark.range(100_000).select(F.col("id").alias("k"), F.lit(1).cast("bigint").alias("v"), F.lit(1).cast("bigint").alias(WEIGHT))
+    _written(table, _context(spark, str(tmp_path), full=True), materialize(with_bucket(rows, ("k",), 8), small=False), [None])
+
+    touched_rows = spark.createDataFrame(pa.table({"k": pa.array([77_777], pa.int64()), WEIGHT: pa.array([1], pa.int64())}))
+    touched = materialize(with_bucket(touched_rows, ("k",), 8), small=True)
+    ctx = _context(spark, str(tmp_path), full=False, versions={table.table_name: 0}, epoch=2)
+    read = table.read(ctx, touched, ("k",))
+    assert [tuple(r) for r in read.df.collect()] == [(77_777, 1, 1)]
+    assert ctx.stats["state_row_groups_read"] == 1
+    assert ctx.stats["state_rows_read"] <= ROW_GROUP_ROWS < 100_000 // 8
+    assert ctx.stats["state_bytes_read"] < ctx.stats["state_bytes_scanned"]
 
 
 def test_null_keys_are_found_with_the_key_range(spark, tmp_path):
