@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ivm_assets.delta import tables as delta
+from tests.conftest import assert_oracle, output_rows
 from tests.operators.harness import property_settings, run_random_batches
 
 
@@ -29,3 +32,29 @@ def test_global_aggregate(spark, data):
         data,
         {"overall": "SELECT COUNT(*) AS n, SUM(v) AS sv, MIN(x) AS mn, AVG(x) AS ax FROM t WHERE v > 1"},
     )
+
+
+@property_settings
+@given(data=st.data())
+def test_grouped_aggregates_over_small_state_read_whole(spark, data):
+    """Without MIN/MAX/COUNT DISTINCT a small group state is read whole (see
+    WHOLE_GROUPS_BYTES); the test above keeps covering the lookup of touched groups."""
+    run_random_batches(
+        spark,
+        data,
+        {"sums": "SELECT k, COUNT(*) AS n, SUM(v) AS sv, AVG(x) AS ax, COUNT(s) AS ns FROM t GROUP BY k"},
+    )
+
+
+def test_a_small_group_state_costs_one_job_and_stores_only_touched_groups(builder):
+    builder.source("t", {"k": pa.array([1, 1, 2, 3], pa.int64()), "v": pa.array([1.5, 2.0, 3.0, 4.0])})
+    builder.view("sums", "SELECT k, SUM(v) AS sv, COUNT(*) AS n FROM t WHERE v > 0 GROUP BY k")
+    project = builder.load()
+    project.refresh()
+    delta.write(builder.uri("t"), pa.table({"k": pa.array([2], pa.int64()), "v": pa.array([0.25])}), mode="append")
+    [result] = project.refresh()
+    assert result.mode == "incremental"
+    assert result.stats["spark_jobs"] == 1  # input change, new groups and output in one job
+    assert result.stats["state_rows_written"] == 1  # group 2 only
+    assert output_rows(project, "sums") == [(1, 3.5, 2), (2, 3.25, 2), (3, 4.0, 1)]
+    assert_oracle(project)
