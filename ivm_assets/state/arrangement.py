@@ -236,14 +236,17 @@ class StateTable:
             rows = rows.join(F.broadcast(keys) if large else keys, cond, "left_semi")
         return StateRead(rows, large, on_driver, exact, ctx.spark)
 
-    def driver_bytes(self, ctx: EpochContext) -> int | None:
-        """The size of the table's files at the epoch's version when :meth:`read` would read
-        them whole on the driver; None when there is no state or it would read them in Spark."""
+    def rows_read_on_driver(self, ctx: EpochContext) -> int | None:
+        """The table's rows at the epoch's version (from the log's file statistics) when
+        :meth:`read` would read it whole on the driver; None when there is no state, no
+        statistics, or it would be read in Spark."""
         version = ctx.state_versions.get(self.table_name)
         if version is None:
             return None
         snap = delta.snapshot_files(self.uri(ctx), version=version)
-        return snap.bytes if snap.bytes <= DRIVER_READ_BYTES and snap.plain_local_parquet else None
+        if snap.bytes > DRIVER_READ_BYTES or not snap.plain_local_parquet:
+            return None
+        return delta.row_count(self.uri(ctx), version)
 
     def _read_on_driver(
         self, snap: delta.SnapshotFiles, touched: Batch, touched_keys: tuple[str, ...], cost: delta.ReadCost
