@@ -14,6 +14,10 @@ State:
   the touched groups only.
 A group exists while its row count is positive; a global aggregate (no GROUP BY) always
 has its one row: COUNT is 0 and SUM/AVG/MIN/MAX are NULL over an empty input, as in Spark.
+
+Which groups are read: those the change touches (found by computing the change first), or,
+for a small group state without value tables, all of them (see WHOLE_GROUPS_ROWS): every
+group is then retracted and re-inserted, untouched ones with the same row, which cancels.
 """
 
 from __future__ import annotations
