@@ -76,6 +76,11 @@ class StateRead:
         return self._df
 
 
+def _driver_readable(snap: delta.SnapshotFiles) -> bool:
+    """Whether these files are read on the driver when the lookup's keys are there too."""
+    return snap.bytes <= DRIVER_READ_BYTES and snap.plain_local_parquet
+
+
 _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 _NUMERIC = (*_INTEGRAL, T.FloatType, T.DoubleType, T.DecimalType)
 
@@ -210,7 +215,7 @@ class StateTable:
         large = snap.bytes > LARGE_READ_BYTES
         by_key = touched is not None and bool(self.keys)
         local = touched is None or touched.table is not None
-        on_driver = local and snap.bytes <= DRIVER_READ_BYTES and snap.plain_local_parquet
+        on_driver = local and _driver_readable(snap)
         exact: pa.Table | None = None
         if on_driver:
             cost = delta.ReadCost()
@@ -244,16 +249,15 @@ class StateTable:
         if version is None:
             return None
         snap = delta.snapshot_files(self.uri(ctx), version=version)
-        if snap.bytes > DRIVER_READ_BYTES or not snap.plain_local_parquet:
-            return None
-        return delta.row_count(self.uri(ctx), version)
+        return delta.row_count(self.uri(ctx), version) if _driver_readable(snap) else None
 
     def _read_on_driver(
         self, snap: delta.SnapshotFiles, touched: Batch, touched_keys: tuple[str, ...], cost: delta.ReadCost
     ) -> pa.Table:
         """The touched buckets' rows whose first key is among the touched ones, read by
         pyarrow (the exact, null-safe match on every key follows, on the driver where
-        :func:`driver_rows.matching` can, else in Spark). Without a comparable first key (types Spark compares through a cast) the buckets are read whole."""
+        :func:`driver_rows.matching` can, else in Spark). Without a comparable first key
+        (types Spark compares through a cast) the buckets are read whole."""
         values = touched.table.column(touched_keys[0]).combine_chunks()
         own = delta.normalize_schema_of(snap.table).field(self.keys[0]).type
         if not (own == values.type or (pa.types.is_integer(own) and pa.types.is_integer(values.type))):

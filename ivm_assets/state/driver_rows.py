@@ -103,5 +103,5 @@ def latest(rows: pa.Table, keys: tuple[str, ...], epoch: str) -> pa.Table | None
     )
     sorted_codes = codes[0].take(order)
     starts = pc.not_equal(sorted_codes.slice(1), sorted_codes.slice(0, len(sorted_codes) - 1))
-    first = pa.concat_arrays([pa.array([True]), starts.combine_chunks() if isinstance(starts, pa.ChunkedArray) else starts])
+    first = pa.concat_arrays([pa.array([True]), starts])
     return rows.take(order.filter(first))
