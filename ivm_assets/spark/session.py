@@ -19,11 +19,12 @@ import shutil
 import sys
 import threading
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 from pyspark.sql import SparkSession
 
 from ivm_assets.errors import IvmError
+from ivm_assets.spark.arrow import one_partition_locals
 
 _lock = threading.Lock()
 _connect_urls: dict[int, str] = {}  # id(session) -> the URL it was made with (for describe())
@@ -132,13 +133,15 @@ def _connect(remote: str, conf: Mapping[str, str]) -> SparkSession:
 @contextmanager
 def tuned_for(spark: SparkSession, *, small: bool) -> Iterator[None]:
     """Session settings for one epoch: few partitions and no adaptive re-planning for small
-    change sets (each Spark job then costs ~0.1 s instead of ~0.5 s), defaults otherwise."""
+    change sets (each Spark job then costs ~0.1 s instead of ~0.5 s), defaults otherwise;
+    small change sets enter Spark as one partition each (see :func:`one_partition_locals`)."""
     settings = SMALL_CHANGE_CONF if small else {k: DEFAULT_CONF[k] for k in SMALL_CHANGE_CONF}
     previous = {k: spark.conf.get(k, None) for k in settings}
     for key, value in settings.items():
         spark.conf.set(key, value)
     try:
-        yield
+        with one_partition_locals() if small else nullcontext():
+            yield
     finally:
         for key, value in previous.items():
             if value is not None:
