@@ -22,7 +22,9 @@ Rule on changes, for a change ΔA:
 4. Δout = rows m+1 … m+k of B′ (+) − rows m+1 … m+k of B (−).
 
 Cost per change: one read of B (its file count bounded by compaction), a sort of B + ΔA
-in one Spark partition, an append of ΔA to A and of B′ − B to B; a refill reads A.
+in one Spark partition, an append of ΔA to A and of B′ − B to B; a refill reads A. Without
+partitions ΔA and B′ are computed in one Spark job (B is read whole, so ΔA's rows are not
+needed before B′ is planned).
 
 Per group (``ROW_NUMBER() OVER (PARTITION BY g …) <= k``, see
 :mod:`ivm_assets.sql.top_k_per_group`) all of this holds per partition: both tables are
@@ -37,7 +39,9 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from ivm_assets.delta.tables import WEIGHT
-from ivm_assets.operators.base import Batch, EpochContext, Operator, col, consolidate, materialize, nothing, null_safe_match
+from ivm_assets.operators.base import (
+    Batch, EpochContext, Operator, col, consolidate, materialize, nothing, null_safe_match, unforced,
+)
 from ivm_assets.sql.plan import SortKey
 from ivm_assets.state.arrangement import BUCKET, StateTable, default_hash_types, with_bucket
 
@@ -163,14 +167,17 @@ class TopKOp(Operator):
         types = default_hash_types(change, self.partition)
         batch = with_bucket(change, self.partition, ctx.buckets, types)
         batch = nothing(batch) if self.input.unchanged(ctx) else materialize(batch, small=not ctx.full)
-        delta = batch.df.drop(BUCKET)
-        if batch.rows == 0 and not ctx.full:
-            return self._shown(delta, 1)
+        if self.partition and not ctx.full and batch.rows == 0:
+            return self._shown(batch.df.drop(BUCKET), 1)
+        # Without partitions the buffer is read whole, so nothing here needs the change's
+        # rows: it is computed in the job that computes the new buffer (an empty change
+        # leaves the buffer as it is and shows no change).
+        delta = (batch.df if self.partition or ctx.full else unforced(batch)).drop(BUCKET)
         old = None
         if ctx.full:
             new = materialize(self._first(delta), small=True)
         else:
-            raw = self.top.read(ctx, batch, self.partition)
+            raw = self.top.read(ctx, batch if self.partition else None, self.partition)
             if raw is not None:
                 old = self.top.current(raw)
                 old = old if raw.local else materialize(old, small=True).df  # used three times
