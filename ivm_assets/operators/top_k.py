@@ -171,8 +171,8 @@ class TopKOp(Operator):
             return self._shown(batch.df.drop(BUCKET), 1)
         # Without partitions the buffer is read whole, so nothing here needs the change's
         # rows: it is computed in the job that computes the new buffer (an empty change
-        # leaves the buffer as it is and shows no change).
-        delta = (batch.df if self.partition or ctx.full else unforced(batch)).drop(BUCKET)
+        # leaves the buffer as it is and shows no change). Otherwise it is computed by now.
+        delta = unforced(batch).drop(BUCKET)
         old = None
         if ctx.full:
             new = materialize(self._first(delta), small=True)
