@@ -23,7 +23,7 @@ import shutil
 import signal
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -348,6 +348,111 @@ class ReadCost:
     bytes: int = 0
 
 
+@dataclass
+class RowGroups:
+    """The row groups a driver read will decode (chosen by :func:`select_row_groups`), and
+    their rows and compressed bytes, known from the footers before anything is decoded."""
+
+    schema: pa.Schema  # the table's columns, partition columns left out
+    key: str | None
+    present: pa.Array | None  # the wanted non-NULL key values (None: every row)
+    keep_nulls: bool
+    groups: list[tuple[pq.ParquetFile, int]]
+    rows: int = 0
+    bytes: int = 0
+
+
+def select_row_groups(
+    snap: SnapshotFiles,
+    *,
+    key: str | None = None,
+    values: pa.Array | pa.ChunkedArray | Mapping[str, pa.Array] | None = None,
+    partition: str | None = None,
+) -> RowGroups:
+    """The row groups of ``snap``'s files that may hold rows whose ``key`` is in ``values``
+    (a NULL in ``values`` wants NULL keys); every row group without ``key``.
+
+    With ``partition``, ``values`` maps that partition column's values (as text) to the key
+    values wanted in their files: keys hashed to a bucket are looked for in that bucket's
+    files only, so scattered keys cost one row group each, not one per file. Only footers
+    are read: a row group whose min/max statistics exclude every wanted value is left out,
+    so the choice follows the number of wanted keys, not the size of the files.
+    """
+    partitions = set(snap.table.metadata().partition_columns)
+    schema = pa.schema([f for f in normalize_schema_of(snap.table) if f.name not in partitions])
+    if key is None or values is None:
+        chosen = RowGroups(schema, None, None, False, [])
+        for path in snap.files:
+            parquet = pq.ParquetFile(path.removeprefix("file://"))
+            for group in range(parquet.num_row_groups):
+                _choose(chosen, parquet, group)
+        return chosen
+    by_part = dict(values) if partition is not None else {None: values}
+    key_type = schema.field(key).type
+    wanted: dict[str | None, tuple[list, bool]] = {}
+    for part, vals in by_part.items():
+        vals = vals.combine_chunks() if isinstance(vals, pa.ChunkedArray) else vals
+        wanted[part] = (pc.unique(pa.array(pc.drop_null(vals).to_pylist(), key_type)).sort().to_pylist(), vals.null_count > 0)
+    everything = [v for sorted_values, _ in wanted.values() for v in sorted_values]
+    keep_nulls = any(nulls for _, nulls in wanted.values())
+    chosen = RowGroups(schema, key, pa.array(everything, key_type), keep_nulls, [])
+    file_parts = _partition_values(snap.table, partition) if partition is not None else {}
+    every = (sorted(set(everything)), keep_nulls)  # for a file whose partition is not known
+    for path in snap.files:
+        local = path.removeprefix("file://")
+        if partition is None:
+            wanted_sorted, nulls = wanted[None]
+        elif local not in file_parts:
+            wanted_sorted, nulls = every
+        elif file_parts[local] not in wanted:
+            continue  # a partition none of the keys belongs to
+        else:
+            wanted_sorted, nulls = wanted[file_parts[local]]
+        parquet = pq.ParquetFile(local)
+        for group in range(parquet.num_row_groups):
+            if not _skips(parquet.metadata.row_group(group), key, wanted_sorted, nulls):
+                _choose(chosen, parquet, group)
+    return chosen
+
+
+def _choose(chosen: RowGroups, parquet: pq.ParquetFile, group: int) -> None:
+    meta = parquet.metadata.row_group(group)
+    chosen.groups.append((parquet, group))
+    chosen.rows += meta.num_rows
+    chosen.bytes += sum(meta.column(i).total_compressed_size for i in range(meta.num_columns))
+
+
+def _partition_values(dt: DeltaTable, column: str) -> dict[str, str | None]:
+    """Each data file's local path → its value of partition ``column``, as text."""
+    actions = dt.get_add_actions(flatten=True)
+    names = list(actions.schema.names)
+    paths = actions.column(names.index("path")).to_pylist()
+    parts = actions.column(names.index(f"partition.{column}")).to_pylist()
+    root = _local_path(dt.table_uri) or dt.table_uri
+    return {os.path.join(root, p): None if v is None else str(v) for p, v in zip(paths, parts)}
+
+
+def read_row_groups(chosen: RowGroups, *, cost: ReadCost | None = None) -> pa.Table:
+    """The rows of the ``chosen`` row groups, read on the driver by pyarrow, limited to the
+    wanted keys. Each file is read as it is and cast to the table's schema (files written at
+    different times may hold string_view or string). ``cost``, when given, is added what was
+    decoded."""
+    if cost is not None:
+        cost.row_groups += len(chosen.groups)
+        cost.rows += chosen.rows
+        cost.bytes += chosen.bytes
+    parts = [chosen.schema.empty_table()]
+    for parquet, group in chosen.groups:
+        rows = _conform(parquet.read_row_group(group), chosen.schema)
+        if chosen.present is not None:
+            wanted = pc.is_in(rows.column(chosen.key), value_set=chosen.present)
+            if chosen.keep_nulls:
+                wanted = pc.or_kleene(wanted, pc.is_null(rows.column(chosen.key)))
+            rows = rows.filter(wanted)
+        parts.append(rows)
+    return pa.concat_tables(parts)
+
+
 def read_files_arrow(
     snap: SnapshotFiles,
     *,
@@ -358,40 +463,10 @@ def read_files_arrow(
     """The rows of ``snap``'s files, read on the driver by pyarrow, without partition columns;
     with ``key``, only rows whose ``key`` is in ``values`` (a NULL in ``values`` keeps NULL keys).
 
-    For small, selective reads: no Spark job, no Spark file index. Row groups whose min/max
-    statistics exclude every value are skipped. Each file is read as it is and cast to the
-    table's schema (files written at different times may hold string_view or string).
-    ``cost``, when given, is added what was decoded.
+    For small, selective reads: no Spark job, no Spark file index (see
+    :func:`select_row_groups` and :func:`read_row_groups`).
     """
-    partitions = set(snap.table.metadata().partition_columns)
-    schema = pa.schema([f for f in normalize_schema_of(snap.table) if f.name not in partitions])
-    present = None
-    wanted_sorted: list = []
-    keep_nulls = False
-    if key is not None and values is not None:
-        values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
-        keep_nulls = values.null_count > 0
-        present = pa.array(pc.drop_null(values).to_pylist(), schema.field(key).type)
-        wanted_sorted = pc.unique(present).sort().to_pylist()
-    parts = [schema.empty_table()]
-    for path in snap.files:
-        parquet = pq.ParquetFile(path.removeprefix("file://"))
-        for group in range(parquet.num_row_groups):
-            meta = parquet.metadata.row_group(group)
-            if present is not None and _skips(meta, key, wanted_sorted, keep_nulls):
-                continue
-            if cost is not None:
-                cost.row_groups += 1
-                cost.rows += meta.num_rows
-                cost.bytes += sum(meta.column(i).total_compressed_size for i in range(meta.num_columns))
-            rows = _conform(parquet.read_row_group(group), schema)
-            if present is not None:
-                wanted = pc.is_in(rows.column(key), value_set=present)
-                if keep_nulls:
-                    wanted = pc.or_kleene(wanted, pc.is_null(rows.column(key)))
-                rows = rows.filter(wanted)
-            parts.append(rows)
-    return pa.concat_tables(parts)
+    return read_row_groups(select_row_groups(snap, key=key, values=values), cost=cost)
 
 
 def _skips(group, key: str, wanted: list, keep_nulls: bool) -> bool:

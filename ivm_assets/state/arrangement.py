@@ -50,8 +50,9 @@ LAYOUT_KEY = "ivm.layout"
 # Past this size a state read is joined by broadcasting the (small) change to it instead of
 # shuffling it: a broadcast costs one extra Spark job, a shuffle of a large read costs more.
 LARGE_READ_BYTES = 64 << 20
-# Up to this size the touched buckets' files are read on the driver by pyarrow, filtered by
-# key, and enter the plan as a small local relation: no Spark file index, no scan stage.
+# Up to this many compressed bytes of row groups (those that may hold a touched key, or the
+# touched buckets' whole files) are read on the driver by pyarrow, filtered by key, and enter
+# the plan as a small local relation: no Spark file index, no scan stage.
 DRIVER_READ_BYTES = 256 << 20
 # Rows per parquet row group in state files: the unit a key-range lookup can skip.
 ROW_GROUP_ROWS = 4096
@@ -168,6 +169,14 @@ def with_bucket(df: DataFrame, keys: tuple[str, ...], buckets: int, types: list 
     return df.withColumn(BUCKET, F.pmod(F.hash(*hashed), F.lit(buckets)))
 
 
+def _by_bucket(touched: pa.Table, key: str) -> dict[str, pa.Array]:
+    """The distinct values of ``key`` in ``touched``, per bucket (as text, the way Delta
+    records partition values)."""
+    pairs = touched.select([key, BUCKET]).group_by([BUCKET, key]).aggregate([])
+    buckets = pairs.column(BUCKET)
+    return {str(b): pairs.column(key).filter(pc.equal(buckets, b)).combine_chunks() for b in pc.unique(buckets).to_pylist()}
+
+
 class StateTable:
     """One operator's state table: ``columns`` (keys first) plus ``__w`` or ``__epoch``."""
 
@@ -215,11 +224,12 @@ class StateTable:
         large = snap.bytes > LARGE_READ_BYTES
         by_key = touched is not None and bool(self.keys)
         local = touched is None or touched.table is not None
-        on_driver = local and _driver_readable(snap)
+        chosen = self._driver_read(snap, touched if by_key else None, touched_keys) if local and snap.plain_local_parquet else None
+        on_driver = chosen is not None
         exact: pa.Table | None = None
         if on_driver:
             cost = delta.ReadCost()
-            table = self._read_on_driver(snap, touched, touched_keys, cost) if by_key else delta.read_files_arrow(snap, cost=cost)
+            table = delta.read_row_groups(chosen, cost=cost)
             # What was decoded: rows and compressed bytes of the row groups read. A read in
             # Spark counts the touched buckets' whole files as bytes, and no rows (counting
             # them would cost a job).
@@ -251,18 +261,24 @@ class StateTable:
         snap = delta.snapshot_files(self.uri(ctx), version=version)
         return delta.row_count(self.uri(ctx), version) if _driver_readable(snap) else None
 
-    def _read_on_driver(
-        self, snap: delta.SnapshotFiles, touched: Batch, touched_keys: tuple[str, ...], cost: delta.ReadCost
-    ) -> pa.Table:
-        """The touched buckets' rows whose first key is among the touched ones, read by
-        pyarrow (the exact, null-safe match on every key follows, on the driver where
-        :func:`driver_rows.matching` can, else in Spark). Without a comparable first key
-        (types Spark compares through a cast) the buckets are read whole."""
-        values = touched.table.column(touched_keys[0]).combine_chunks()
-        own = delta.normalize_schema_of(snap.table).field(self.keys[0]).type
-        if not (own == values.type or (pa.types.is_integer(own) and pa.types.is_integer(values.type))):
-            return delta.read_files_arrow(snap, cost=cost)
-        return delta.read_files_arrow(snap, key=self.keys[0], values=pc.unique(values), cost=cost)
+    def _driver_read(self, snap: delta.SnapshotFiles, touched: Batch | None, touched_keys: tuple[str, ...]) -> delta.RowGroups | None:
+        """The row groups a read on the driver would decode, or None when they exceed
+        ``DRIVER_READ_BYTES`` (then Spark reads the files).
+
+        With ``touched``, only row groups whose statistics admit one of its first key's values
+        (state files are sorted by key): the budget then follows the number of touched keys,
+        also when they are scattered over a table too large to read whole. The exact,
+        null-safe match on every key follows (on the driver where :func:`driver_rows.matching`
+        can, else in Spark). Without a comparable first key (types Spark compares through a
+        cast), the touched buckets' files are read whole.
+        """
+        if touched is not None:
+            values = touched.table.column(touched_keys[0])
+            own = delta.normalize_schema_of(snap.table).field(self.keys[0]).type
+            if own == values.type or (pa.types.is_integer(own) and pa.types.is_integer(values.type)):
+                chosen = delta.select_row_groups(snap, key=self.keys[0], values=_by_bucket(touched.table, touched_keys[0]), partition=BUCKET)
+                return chosen if chosen.bytes <= DRIVER_READ_BYTES else None
+        return delta.select_row_groups(snap) if _driver_readable(snap) else None
 
     def _clustered(self, table: pa.Table) -> pa.Table:
         """Rows sorted by bucket and key, so each row group covers a narrow key range."""

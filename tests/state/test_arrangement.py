@@ -59,6 +59,36 @@ def test_a_one_key_lookup_decodes_one_row_group_of_state_spark_wrote(spark, tmp_
     assert ctx.stats["state_bytes_read"] < ctx.stats["state_bytes_scanned"]
 
 
+def test_scattered_keys_in_files_over_the_driver_budget_are_read_on_the_driver(spark, tmp_path, monkeypatch):
+    """The driver budget counts the row groups that may hold a touched key, not the touched
+    buckets' files: a few keys scattered over a large table are still read by pyarrow,
+    decoding one row group each; too many row groups for the budget go to Spark."""
+    from ivm_assets.state import arrangement
+
+    table = StateTable(operator_id="join_0", name="left", columns=("k", "v"), keys=("k",), layout="zset")
+    rows = spark.range(1_000_000).select(F.col("id").alias("k"), F.lit(1).cast("bigint").alias("v"), F.lit(1).cast("bigint").alias(WEIGHT))
+    _written(table, _context(spark, str(tmp_path), full=True), materialize(with_bucket(rows, ("k",), 8), small=False), [None])
+    keys = [3, 250_001, 620_017, 999_999]  # spread over the whole key range
+    touched_rows = spark.createDataFrame(pa.table({"k": pa.array(keys, pa.int64()), WEIGHT: pa.array([1] * 4, pa.int64())}))
+    touched = materialize(with_bucket(touched_rows, ("k",), 8), small=True)
+    scanned = delta.snapshot_files(table.uri(str(tmp_path)), version=0, partition_filters=[(BUCKET, "in", [str(b) for b in touched.values(BUCKET)])]).bytes
+    budget = scanned // 3  # the touched buckets' files (~30 row groups each) are over it, four row groups are not
+    monkeypatch.setattr(arrangement, "DRIVER_READ_BYTES", budget)
+
+    ctx = _context(spark, str(tmp_path), full=False, versions={table.table_name: 0}, epoch=2)
+    read = table.read(ctx, touched, ("k",))
+    assert sorted(tuple(r) for r in read.df.collect()) == [(k, 1, 1) for k in keys]
+    assert ctx.stats["state_reads_on_driver"] == 1
+    assert ctx.stats["state_row_groups_read"] == 4
+    assert ctx.stats["state_bytes_read"] <= budget < ctx.stats["state_bytes_scanned"]
+
+    monkeypatch.setattr(arrangement, "DRIVER_READ_BYTES", ctx.stats["state_bytes_read"] - 1)
+    ctx = _context(spark, str(tmp_path), full=False, versions={table.table_name: 0}, epoch=2)
+    read = table.read(ctx, touched, ("k",))
+    assert sorted(tuple(r) for r in read.df.collect()) == [(k, 1, 1) for k in keys]
+    assert ctx.stats.get("state_reads_on_driver", 0) == 0 and ctx.stats["state_reads_in_spark"] == 1
+
+
 def test_null_keys_are_found_with_the_key_range(spark, tmp_path):
     """The key-range filter must keep NULL keys, which form a group of their own."""
     table = StateTable(operator_id="aggregate_0", name="values0", columns=("k", "v"), keys=("k",), layout="zset")
