@@ -174,11 +174,13 @@ class AggregateOp(Operator):
         whole = self._reads_whole_groups(ctx)
         if self.input.unchanged(ctx):
             touched = nothing(keyed)
-        elif (self.keys and not whole) or ctx.full:
+        elif (self.keys and not whole and not ctx.full) or (ctx.full and self.values):
             touched = materialize(keyed, small=not ctx.full)
         # else: a global aggregate's one group, or a small group state, is found without the
         # change's keys, so the change is not computed on its own; it runs inside the job that
-        # computes the new groups and the output.
+        # computes the new groups and the output. A full refresh reads no state: its input is
+        # materialized only when the value tables read it too (else the checkpoint of the
+        # whole input, and the count after it, would cost more than the one scan they save).
         if touched is not None:
             delta = touched.df.drop(BUCKET)
         arg_types = {i: delta.schema[a.arg].dataType for i, a in enumerate(self.aggs) if a.arg}
@@ -187,9 +189,13 @@ class AggregateOp(Operator):
                 WEIGHT, F.lit(0).cast("bigint")
             ).limit(0)
         change = self._partials(delta)
-        if touched is not None and touched.rows == 0:  # full refresh of a global aggregate over no rows: its one row still exists
-            change = ctx.spark.createDataFrame([(0,)], f"{q(_GLOBAL)} int").select(
-                col(_GLOBAL), *[F.lit(None).cast(change.schema[p].dataType).alias(p) for p in self.partials]
+        if ctx.full and not self.keys:
+            # A global aggregate's one row exists over no rows too: a row of NULL partials
+            # (summed as 0) makes the group whatever the input holds.
+            change = change.unionByName(
+                ctx.spark.createDataFrame([(0,)], f"{q(_GLOBAL)} int").select(
+                    col(_GLOBAL), *[F.lit(None).cast(change.schema[p].dataType).alias(p) for p in self.partials]
+                )
             )
         # The old rows feed both the new values and the retractions (see _once).
         raw = self.groups.read(ctx, touched, self.group_keys)

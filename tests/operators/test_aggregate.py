@@ -58,3 +58,20 @@ def test_a_small_group_state_costs_one_job_and_stores_only_touched_groups(builde
     assert result.stats["state_rows_written"] == 1  # group 2 only
     assert output_rows(project, "sums") == [(1, 3.5, 2), (2, 3.25, 2), (3, 4.0, 1)]
     assert_oracle(project)
+
+
+def test_full_build_of_global_aggregates_over_no_rows_has_their_one_row(builder):
+    """A full build reads its input once, unmaterialized, when no value table needs it twice;
+    a global aggregate still has its one row when the input is empty (COUNT 0, SUM NULL)."""
+    builder.source("t", {"k": pa.array([1, 2], pa.int64()), "v": pa.array([1.5, 2.0])})
+    builder.view("plain", "SELECT COUNT(*) AS n, SUM(v) AS sv, AVG(v) AS av FROM t WHERE v > 10")
+    builder.view("with_min", "SELECT COUNT(*) AS n, MIN(v) AS mn FROM t WHERE v > 10")
+    project = builder.load()
+    assert {r.mode for r in project.refresh()} == {"full"}
+    assert output_rows(project, "plain") == [(0, None, None)]
+    assert output_rows(project, "with_min") == [(0, None)]
+    delta.write(builder.uri("t"), pa.table({"k": pa.array([3], pa.int64()), "v": pa.array([12.5])}), mode="append")
+    assert {r.mode for r in project.refresh()} == {"incremental"}
+    assert output_rows(project, "plain") == [(1, 12.5, 12.5)]
+    assert output_rows(project, "with_min") == [(1, 12.5)]
+    assert_oracle(project)
