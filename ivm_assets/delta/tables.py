@@ -687,18 +687,20 @@ def overwrite_epoch(
     change_feed: bool = False,
     metadata: dict[str, str] | None = None,
     row_group_rows: int | None = None,
+    few: bool = False,
 ) -> int:
     """Replace the table's content by ``rows`` (sorted by ``partition_by`` + ``sort_by``) as
     the epoch's one commit, right after version ``after`` (None: create the table). Returns
     the rows written. See :func:`_commit_epoch` for what a lost race does.
 
     A local table gets files written by Spark's executors (:func:`_spark_files`): the driver
-    never holds the rows, which a full refresh at scale would not fit. Elsewhere the rows
-    come to the driver as Arrow and delta-rs writes them (``row_group_rows`` caps their row
-    groups).
+    never holds the rows, which a full refresh at scale would not fit. Elsewhere, or when
+    the caller knows the rows are ``few`` (a Spark write job and its file commit protocol
+    cost ~0.2 s, more than bringing a few thousand rows to the driver), the rows come to the
+    driver as Arrow and delta-rs writes them (``row_group_rows`` caps their row groups).
     """
     partition_by, sort_by = partition_by or [], sort_by or []
-    if _local_path(uri) is None:
+    if few or _local_path(uri) is None:
         table = _sorted(to_arrow(rows), [*partition_by, *sort_by])
         write_epoch(
             uri, table, epoch=epoch, after=after, mode="overwrite", partition_by=partition_by or None,

@@ -306,17 +306,26 @@ def _run_epoch(
         stats["rows_out"] = 0
         return stats  # no source change reaches the view: no state or output to touch
     change = view.root.step(ctx)
-    shaped = materialize(output.shape(change, view.root.columns, view.schema), small=record.mode != "full")
+    shaped = output.shape(change, view.root.columns, view.schema)
+    # A full refresh writes its output straight from the plan, which is read once:
+    # materializing it first would cost a checkpoint and a count for nothing.
+    computed = materialize(shaped, small=True) if record.mode != "full" else None
     for write in ctx.writes:  # state commits first (see the module doc for the order)
         write()
-    stats["rows_out"] = shaped.rows
-    if delta.holds_epoch(where.output, epoch):
-        return stats  # the interrupted attempt already applied this epoch's output change
     after = record.payload["output_version"]
-    if record.mode == "full":
-        stats["rows_written"] = output.overwrite(where.output, output.expand(shaped.df, view.schema.names), view.schema, epoch, after=after)
-    elif shaped.rows:
-        output.apply_change(where.output, shaped, view.schema, epoch, output_version=after)
+    if delta.holds_epoch(where.output, epoch):  # the interrupted attempt already applied this epoch's output change
+        rows = computed.rows if computed is not None else delta.row_count(where.output, delta.latest_version(where.output))
+        if rows is not None:
+            stats["rows_out"] = rows
+        return stats
+    if computed is None:
+        stats["rows_written"] = stats["rows_out"] = output.overwrite(
+            where.output, output.expand(shaped, view.schema.names), view.schema, epoch, after=after
+        )
+    else:
+        stats["rows_out"] = computed.rows
+        if computed.rows:
+            output.apply_change(where.output, computed, view.schema, epoch, output_version=after)
     return stats
 
 

@@ -54,6 +54,9 @@ LARGE_READ_BYTES = 64 << 20
 # touched buckets' whole files) are read on the driver by pyarrow, filtered by key, and enter
 # the plan as a small local relation: no Spark file index, no scan stage.
 DRIVER_READ_BYTES = 256 << 20
+# A full refresh's state of up to this many rows (a count it knows) is written from the
+# driver by delta-rs: cheaper than a Spark write job for a few groups or a small dimension.
+DRIVER_WRITE_ROWS = 50_000
 # Rows per parquet row group in state files: the unit a key-range lookup can skip.
 ROW_GROUP_ROWS = 4096
 
@@ -368,13 +371,13 @@ class StateTable:
         names = [*self.columns, WEIGHT] if self.layout_kind == "zset" else list(self.columns)
         meta = {LAYOUT_KEY: layout.to_json()}
         if ctx.full:
-            # The whole state: written by the executors, never collected to the driver.
+            # The whole state: written by the executors, never collected to the driver (unless few rows).
             df = rows.df.select(*[col(c) for c in names], col(BUCKET))
             if self.layout_kind == "latest":
                 df = df.withColumn(EPOCH, F.lit(ctx.epoch.number).cast("bigint"))
             written = delta.overwrite_epoch(
                 uri, df, epoch=ctx.epoch, after=after, partition_by=[BUCKET], sort_by=list(self.keys), metadata=meta,
-                row_group_rows=ROW_GROUP_ROWS,
+                row_group_rows=ROW_GROUP_ROWS, few=rows.rows <= DRIVER_WRITE_ROWS,
             )
         else:
             table = rows.table.select([*names, BUCKET]) if rows.table is not None else to_arrow(rows.df.select(*[col(c) for c in names], col(BUCKET)))
