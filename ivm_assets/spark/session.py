@@ -48,6 +48,12 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.sql.ansi.enabled": "false",
     "spark.sql.autoBroadcastJoinThreshold": "10485760",
     "spark.sql.codegen.wholeStage": "true",
+    "spark.sql.codegen.factoryMode": "FALLBACK",
+    # Generated classes are cached by their code; the default 100 entries hold about two
+    # views' plans, so a process refreshing several views compiled (~40 ms a class) on
+    # every refresh. The cache lives as long as the process (a Dagster code server, the
+    # Connect server): size it for every view it serves.
+    "spark.sql.codegen.cache.maxEntries": "2000",
     # PySpark records the Python call site of every DataFrame call for error messages: three
     # JVM round trips and a failed IPython import per call, ~0.1 s of a small refresh's
     # planning. Our errors name the view and the SQL construct instead.
@@ -61,8 +67,15 @@ SMALL_CHANGE_CONF: dict[str, str] = {
     "spark.sql.shuffle.partitions": "1",
     "spark.sql.adaptive.enabled": "false",
     "spark.sql.autoBroadcastJoinThreshold": "-1",
-    # Compiling generated code costs more than interpreting a few thousand rows.
+    # Compiling generated code costs more than interpreting a few thousand rows, and even a
+    # cached class costs generating its code text (the cache key): a small epoch interprets
+    # every expression, projection and ordering. Measured at TPC-H SF 1, 0.1 % batches, over
+    # three views refreshed in turn: 38–70 compilations per refresh before, none after; q06
+    # 0.9–1.1 s -> 0.64 s, q12 1.9–2.2 s -> 1.2 s, q14 1.6–2.0 s -> 1.2 s. The setting is
+    # Spark's switch between the code-generated and interpreted evaluators, which every
+    # expression has (the interpreted one is Spark's own fallback when compilation fails).
     "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
 }
 
 
