@@ -2,7 +2,8 @@
 
 Builds the TPC-H sources at ``--sf`` (the parquet the benchmark generated is reused), builds
 the views, applies one untimed warm-up batch, then one more batch and profiles each view's
-refresh of it: wall time, Spark jobs, Delta log opens by table and by caller, and the
+refresh of it: wall time, Spark jobs, Delta log opens by table and by caller, py4j round
+trips (calls into the JVM) and their time by the ivm_assets line that made them, and the
 functions with the most cumulative time (cProfile; time spent waiting on the JVM shows up
 under py4j's ``send_command``/``recv``).
 
@@ -41,6 +42,32 @@ def _caller() -> str:
     return "?"
 
 
+def _ivm_site() -> str:
+    """The innermost ivm_assets frame that led to a py4j call (where planning could save it)."""
+    for frame in reversed(traceback.extract_stack()[:-2]):
+        if "/ivm_assets/" in frame.filename:
+            return f"{frame.filename.split('/ivm_assets/')[1]}:{frame.lineno} {frame.name}"
+    return "?"
+
+
+def _count_py4j(calls: collections.Counter, seconds: collections.Counter) -> None:
+    """Wrap py4j's one send path (classic Spark's pinned-thread client) to count round trips."""
+    from py4j.clientserver import ClientServerConnection
+
+    original = ClientServerConnection.send_command
+
+    def counted(self, command):
+        start = time.perf_counter()
+        try:
+            return original(self, command)
+        finally:
+            site = _ivm_site()
+            calls[site] += 1
+            seconds[site] += time.perf_counter() - start
+
+    ClientServerConnection.send_command = counted
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sf", type=float, default=0.1)
@@ -58,6 +85,9 @@ def main() -> None:
         return original(uri, version)
 
     delta.open_table = counted
+    py4j_calls: collections.Counter[str] = collections.Counter()
+    py4j_seconds: collections.Counter[str] = collections.Counter()
+    _count_py4j(py4j_calls, py4j_seconds)
     spark = get_spark()
     try:
         ctx = bench.prepare(spark, args.sf, views)
@@ -70,6 +100,8 @@ def main() -> None:
         batches.apply()
         for view in views:
             opens.clear()
+            py4j_calls.clear()
+            py4j_seconds.clear()
             profile = cProfile.Profile()
             start = time.perf_counter()
             profile.enable()
@@ -84,6 +116,9 @@ def main() -> None:
             print(f"log opens: {sum(opens.values())}; by table: {dict(by_table.most_common())}")
             for (table, which, caller), n in opens.most_common(40):
                 print(f"  {n:3d}  {table:28s} {which:10s} {caller}")
+            print(f"py4j round trips: {sum(py4j_calls.values())}, {sum(py4j_seconds.values()):.2f} s; by site:")
+            for site, n in py4j_calls.most_common(args.top):
+                print(f"  {n:4d}  {py4j_seconds[site]:6.3f} s  {site}")
             out = io.StringIO()
             pstats.Stats(profile, stream=out).sort_stats("cumulative").print_stats(args.top)
             print(out.getvalue())
