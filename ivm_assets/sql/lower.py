@@ -3,8 +3,10 @@
 Input is the output of sqlglot's ``qualify`` (every column carries its table alias, stars
 are expanded, USING is rewritten to ON), already checked by Spark's analyzer and by
 :mod:`ivm_assets.sql.constructs`. FROM items and inner-join/WHERE conjuncts are folded into a
-left-deep join tree: a conjunct goes to the lowest point where all its tables are present
-but never below an outer join that pads one of its tables with NULLs (see
+left-deep join tree, with the one-table conditions an OR across tables implies (see
+:func:`~ivm_assets.sql.conditions.implied_filters`): a conjunct goes to the lowest point
+where all its tables are present but never below an outer join that pads one of its
+tables with NULLs (see
 :func:`placement`), equalities between the two sides of a join become its keys, the rest a
 residual predicate. An outer join keeps its own ON conditions. ``[NOT] EXISTS`` and
 ``[NOT] IN (subquery)`` conditions of WHERE become semi and anti joins with the subquery's
@@ -34,7 +36,7 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from ivm_assets.errors import LoweringError
-from ivm_assets.sql.conditions import aggregates, and_, conjuncts, tables_of
+from ivm_assets.sql.conditions import aggregates, and_, conjuncts, implied_filters, tables_of
 from ivm_assets.sql.constructs import SUPPORTED_AGGREGATES
 from ivm_assets.sql.from_clause import OUTER, FromItem, connected_order, join_kind, placement, split_keys
 from ivm_assets.sql.grouped_windows import split_grouped_windows
@@ -128,7 +130,9 @@ class _Lowering:
         plain = [c for c in where if subquery_test(c) is None]
         # Conditions with a scalar subquery apply once its value is joined to every row.
         with_scalars = [c for c in plain if scalar_subqueries(c)]
-        node = self.join_tree(items, [c for c in plain if not scalar_subqueries(c)], scope, ctes)
+        joined = [c for c in plain if not scalar_subqueries(c)]
+        joined += implied_filters(joined, {i.alias for i in items})
+        node = self.join_tree(items, joined, scope, ctes)
         if with_scalars:
             node, conds = self.scalar_values(node, with_scalars, scope, ctes, filtering=True)
             node = Filter(node, _render(and_(conds), scope))

@@ -321,3 +321,25 @@ def test_inner_joins_are_ordered_to_avoid_cross_products():
     root = plan_of("SELECT t.v FROM t, u, t AS t2 WHERE t.k = t2.k")
     first, second = sorted((n for n in walk(root) if isinstance(n, Join)), key=lambda j: len(list(walk(j))))
     assert first.left_keys and not second.left_keys
+
+
+def test_an_or_across_tables_filters_each_table_it_constrains_in_every_branch():
+    # TPC-H Q19's shape: each branch constrains both tables; t.k = 1 is common to all.
+    root = plan_of(
+        "SELECT t.id FROM t JOIN u ON t.id = u.id"
+        " WHERE (t.k = 1 AND t.v < 5 AND u.w = 2) OR (t.k = 1 AND t.v > 9 AND u.w = 3)"
+    )
+    join = only(root, Join)
+    assert isinstance(join.left, Filter) and join.left.predicate == "(`s0_k` = 1) AND ((`s0_v` < 5) OR (`s0_v` > 9))"
+    assert isinstance(join.right, Filter) and join.right.predicate == "(`s1_w` = 2) OR (`s1_w` = 3)"
+    above = [n for n in walk(root) if isinstance(n, Filter) and join in n.children]
+    assert above or join.residual is not None  # the OR itself still applies to the joined rows
+    # A branch that leaves u unconstrained implies nothing about u; rand() implies nothing at all.
+    join = only(plan_of("SELECT t.id FROM t JOIN u ON t.id = u.id WHERE (t.k = 1 AND u.w = 2) OR t.v = 3"), Join)
+    assert isinstance(join.left, Filter) and not isinstance(join.right, Filter)
+    join = only(plan_of("SELECT t.id FROM t JOIN u ON t.id = u.id WHERE (t.k = 1 AND u.w = rand()) OR t.v = 3"), Join)
+    assert not isinstance(join.left, Filter)
+    # Below a LEFT JOIN only on its preserved side; the padded side's part stays above it.
+    root = plan_of("SELECT t.id FROM t LEFT JOIN u ON t.id = u.id WHERE (t.k = 1 AND u.w = 2) OR (t.k = 3 AND u.w IS NULL)")
+    join = only(root, OuterJoin)
+    assert isinstance(join.left, Filter) and not isinstance(join.right, Filter)
