@@ -63,7 +63,7 @@ def implied_filters(conds: list[exp.Expression], tables: set[str]) -> list[exp.E
             rest = [[c for c in branch if c not in common] for branch in own]
             found = [c.copy() for c in common]
             if all(rest):
-                found.append(exp.or_(*[exp.paren(and_(r), copy=False) for r in rest], copy=False))
+                found.append(exp.or_(*[exp.paren(and_([c.copy() for c in r]), copy=False) for r in rest], copy=False))
             implied += [c for c in found if c not in conds and c not in implied]
     return implied
 

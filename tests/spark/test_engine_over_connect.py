@@ -3,8 +3,9 @@
 A Connect session switches pyspark to Connect for its whole process, so the fixtures run
 in a child pytest with ``$IVM_SPARK_REMOTE`` set (``get_spark()`` then attaches to the
 session's server); this test reads its JUnit report. The whole fixture set takes ~35 min
-over Connect on two cores, so the suite runs a subset that covers joins, aggregates with
-deletes, DISTINCT and views over views (``IVM_CONNECT_STEPS=all`` runs every file).
+over Connect on two cores, so the suite runs a subset that covers joins and aggregates with
+deletes (``IVM_CONNECT_STEPS=all`` runs every file; DISTINCT and views over views, in the
+subset until 2026-11-24, passed there and run over classic Spark in every suite).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPS = ROOT / "tests" / "fixtures" / "steps"
-SUBSET = ["join_inner", "aggregate_min_max", "distinct", "view_over_view"]
+SUBSET = ["join_inner", "aggregate_min_max"]
 FILES = sorted(p.stem for p in STEPS.glob("*.yaml")) if os.environ.get("IVM_CONNECT_STEPS") == "all" else SUBSET
 
 pytestmark = [pytest.mark.connect, pytest.mark.slow]
