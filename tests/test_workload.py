@@ -11,9 +11,9 @@ import pyarrow as pa
 from ivm_assets.delta import tables as delta
 from tests.conftest import assert_oracle
 
-# 8 epochs (~15 s each with the windows, top-k and scalar-subquery views) keep the whole
-# suite within its 15 minutes (it was at 14 min with 12); IVM_WORKLOAD_EPOCHS=50 runs a
-# deeper search.
+# 6 epochs (~15 s each with the windows, top-k and scalar-subquery views) keep the whole
+# suite within its 15 minutes on a slow 2-core machine (it was at 15.5 min with 8);
+# IVM_WORKLOAD_EPOCHS=50 runs a deeper search.
 EPOCHS = int(os.environ.get("IVM_WORKLOAD_EPOCHS", "6"))
 
 ORDERS = pa.schema([("id", pa.int64()), ("cust", pa.int64()), ("amount", pa.decimal128(10, 2)), ("status", pa.string())])

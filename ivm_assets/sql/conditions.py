@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from ivm_assets.sql.constructs import nondeterministic
+
 
 def conjuncts(node: exp.Expression | None) -> list[exp.Expression]:
     if node is None:
@@ -25,18 +27,6 @@ def disjuncts(node: exp.Expression) -> list[exp.Expression]:
     return [node]
 
 
-# Calls whose value may differ between two evaluations: a copy of a condition that makes one
-# is not the same condition.
-_NONDETERMINISTIC = (exp.Rand, exp.Randn, exp.Uuid, exp.Shuffle)
-_NONDETERMINISTIC_NAMES = {"monotonically_increasing_id", "spark_partition_id", "input_file_name", "random"}
-
-
-def _deterministic(node: exp.Expression) -> bool:
-    return not node.find(*_NONDETERMINISTIC) and not any(
-        f.name.lower() in _NONDETERMINISTIC_NAMES for f in node.find_all(exp.Anonymous)
-    )
-
-
 def implied_filters(conds: list[exp.Expression], tables: set[str]) -> list[exp.Expression]:
     """Conditions on one table each that the OR-conditions among ``conds`` imply, so that
     they can filter that table before it is joined (as Spark's optimizer does).
@@ -52,7 +42,8 @@ def implied_filters(conds: list[exp.Expression], tables: set[str]) -> list[exp.E
     implied: list[exp.Expression] = []
     for cond in conds:
         branches = disjuncts(cond)
-        if len(branches) < 2 or cond.find(exp.Query) or not _deterministic(cond):
+        # A copy of a condition that calls a non-deterministic function is not the same condition.
+        if len(branches) < 2 or cond.find(exp.Query) or any(nondeterministic(n) for n in cond.walk()):
             continue
         parts = [conjuncts(b) for b in branches]
         for table in sorted(tables_of(cond) & tables):

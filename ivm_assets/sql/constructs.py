@@ -20,10 +20,21 @@ NONDETERMINISTIC = {
     "spark_partition_id", "input_file_name", "input_file_block_start", "input_file_block_length",
     "randstr", "uniform", "try_reflect", "reflect", "java_method", "unix_timestamp",
 }
+# The same built-ins where sqlglot parses them into a node of their own (the names above
+# then never appear as an anonymous call).
 _NONDETERMINISTIC_NODES = (
-    exp.Rand, exp.Randn, exp.Uuid, exp.CurrentTimestamp, exp.CurrentDate, exp.CurrentTime,
-    exp.CurrentDatetime,
+    exp.Rand, exp.Randn, exp.Uuid, exp.Shuffle, exp.Randstr, exp.Uniform, exp.CurrentTimestamp,
+    exp.CurrentDate, exp.CurrentTime, exp.CurrentDatetime,
 )
+
+
+def nondeterministic(node: exp.Expression) -> bool:
+    """Whether ``node`` is a call of a built-in whose result changes between evaluations."""
+    return isinstance(node, _NONDETERMINISTIC_NODES) or (
+        isinstance(node, exp.Anonymous) and str(node.this).lower() in NONDETERMINISTIC
+    )
+
+
 SUPPORTED_AGGREGATES = (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max)
 SUPPORTED_WINDOW_FUNCTIONS = (exp.RowNumber, exp.Rank, exp.DenseRank, exp.Lag, exp.Lead, *SUPPORTED_AGGREGATES)
 
@@ -84,9 +95,7 @@ def _check(node: exp.Expression, add) -> None:  # noqa: C901 - one flat table of
         parent = node.parent
         if not (parent and parent.args.get("order") and parent.args.get("limit")) or not _count(node):
             add("OFFSET without ORDER BY … LIMIT or by other than a constant count", node, r"\boffset\b")
-    elif isinstance(node, _NONDETERMINISTIC_NODES) or (
-        isinstance(node, exp.Anonymous) and str(node.this).lower() in NONDETERMINISTIC
-    ):
+    elif nondeterministic(node):
         name = node.sql_name() if not isinstance(node, exp.Anonymous) else str(node.this)
         add(f"non-deterministic function {name.upper()}", node, rf"\b{re.escape(name)}\b")
     elif isinstance(node, exp.AggFunc):

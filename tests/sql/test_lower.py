@@ -226,6 +226,10 @@ def test_constructs_report_nondeterministic_limits_and_other_windows():
     assert found("SELECT NTILE(3) OVER (ORDER BY v) AS n FROM t") == ["window function NTILE"]
     assert found("SELECT RANK() OVER w AS r FROM t WINDOW w AS (ORDER BY v)") == []
     assert found("SELECT k, RANK() OVER (ORDER BY SUM(v)) AS r FROM t GROUP BY k") == []
+    # Built-ins sqlglot parses into nodes of their own, not only anonymous calls.
+    assert found("SELECT SHUFFLE(ARRAY(v)) AS s, UNIFORM(1, 2) AS u FROM t") == [
+        "non-deterministic function SHUFFLE", "non-deterministic function UNIFORM",
+    ]
 
 
 def test_windows_over_group_by_run_over_a_grouping_subquery():
