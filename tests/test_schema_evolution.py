@@ -160,10 +160,10 @@ def test_read_column_dropped_under_refresh_incremental_fails_naming_it(builder):
 def test_change_feed_is_read_with_the_columns_asked_for(builder, spark):
     uri = builder.source("orders", _orders([(1, 1, 10, "a", 0)]))
     write_deltalake(uri, _orders([(2, 1, 20, "b", 1)]), mode="append")
-    frame, rows = cdc.read_range(spark, "orders", uri, 0, 1, columns=("amount", "id"))
-    assert rows == 1 and sorted(frame.columns) == ["__w", "amount", "id"]
-    empty, _ = cdc.read_range(spark, "orders", uri, 1, 1, columns=("amount",))
-    assert sorted(empty.columns) == ["__w", "amount"]
+    changes = cdc.read_range("orders", uri, 0, 1, columns=("amount", "id"))
+    assert changes.num_rows == 1 and sorted(changes.column_names) == ["__w", "amount", "id"]
+    empty = cdc.read_range("orders", uri, 1, 1, columns=("amount",))
+    assert empty.num_rows == 0 and sorted(empty.column_names) == ["__w", "amount"]
     assert sorted(cdc.read_full(spark, uri, 1, columns=("cust",)).columns) == ["__w", "cust"]
 
 

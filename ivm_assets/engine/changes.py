@@ -23,7 +23,7 @@ from ivm_assets.delta.tables import WEIGHT
 from ivm_assets.errors import RefreshError
 from ivm_assets.operators.base import Operator
 from ivm_assets.operators.linear import ScanOp
-from ivm_assets.spark.arrow import spark_schema, to_spark
+from ivm_assets.spark.arrow import normalize_schema, normalize_table, spark_schema
 from ivm_assets.sql.incrementalize import operators
 from ivm_assets.sql.plan import q
 
@@ -115,18 +115,16 @@ def unusable_range(
     return None
 
 
-def read_range(
-    spark: SparkSession, name: str, uri: str, after: int, upto: int, *, columns: tuple[str, ...] | None = None
-) -> tuple[DataFrame, int]:
-    """The change set of (after, upto] with ``columns`` (all when None), and its row count
-    (read by delta-rs, small by nature).
+def read_range(name: str, uri: str, after: int, upto: int, *, columns: tuple[str, ...] | None = None) -> pa.Table:
+    """The change set of (after, upto] with ``columns`` (all when None), as Arrow (read by
+    delta-rs, small by nature; :func:`~ivm_assets.spark.arrow.to_spark` makes it a frame).
 
     Raises RefreshError when the feed cannot be read.
     """
     if after == upto:
         schema = delta.arrow_schema(uri, upto)
         kept = [f for f in schema if columns is None or f.name in columns]
-        return spark.createDataFrame([], spark_schema(pa.schema([*kept, pa.field(WEIGHT, pa.int64())]))), 0
+        return normalize_schema(pa.schema([*kept, pa.field(WEIGHT, pa.int64())])).empty_table()
     try:
         table = delta.read_changes(uri, after=after, upto=upto, columns=list(columns) if columns is not None else None)
     except (DeltaError, OSError, ValueError) as exc:
@@ -135,7 +133,7 @@ def read_range(
             f"the change data feed of source {name} for versions {after + 1}..{upto} cannot be read ({first}); "
             "run a full refresh to rebuild from the current snapshot"
         ) from exc
-    return to_spark(spark, table), table.num_rows
+    return normalize_table(table)
 
 
 def read_full(spark: SparkSession, uri: str, version: int, *, columns: tuple[str, ...] | None = None) -> DataFrame:

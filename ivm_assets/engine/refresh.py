@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -24,7 +25,9 @@ from ivm_assets.engine import output
 from ivm_assets.engine.compile import CompiledView
 from ivm_assets.engine.cost import estimate
 from ivm_assets.errors import CommitConflictError, RefreshError
-from ivm_assets.operators.base import EpochContext, discard_pending, materialize
+from ivm_assets.local.epoch import LOCAL_CHANGE_ROWS, LocalEpoch, Untranslatable
+from ivm_assets.operators.base import Batch, EpochContext, discard_pending, materialize
+from ivm_assets.spark.arrow import arrow_schema, to_spark
 from ivm_assets.spark.metrics import counting_jobs
 from ivm_assets.spark.session import tuned_for
 from ivm_assets.sql.incrementalize import fingerprint, operators
@@ -49,6 +52,8 @@ class RefreshResult:
     stats: dict[str, int] = field(default_factory=dict)
     # The cost model's estimate before the epoch (None when the mode was forced otherwise).
     cost: str | None = None
+    # Where an incremental epoch ran: "in process" (DuckDB), or "spark: <why not in process>".
+    engine: str | None = None
 
     def summary(self) -> str:
         ranges = ", ".join(f"{s} {a if a is not None else '∅'}→{b}" for s, (a, b) in self.source_versions.items())
@@ -118,10 +123,11 @@ def _refresh(
                 return _unchanged(view, state.committed, began)
             held.commit(started=record)
         epoch = Epoch(f"ivm:{view.name}", record.epoch, {"ivm.view": view.name, "ivm.mode": record.mode})
+        notes: dict[str, str] = {}  # where the epoch ran ("in process", or Spark and why)
         try:
             with tuned_for(spark, small=record.mode != "full"), counting_jobs(spark) as jobs:
                 try:
-                    stats = _run_epoch(spark, view, where, relations, record, epoch, buckets)
+                    stats = _run_epoch(spark, view, where, relations, record, epoch, buckets, notes)
                 finally:
                     discard_pending()
         except CommitConflictError as exc:
@@ -132,7 +138,7 @@ def _refresh(
         out_version = delta.latest_version(where.output)
         if jobs.value is not None:
             stats["spark_jobs"] = jobs.value
-        payload = {**record.payload, "stats": stats, "output_version_after": out_version}
+        payload = {**record.payload, "stats": stats, "output_version_after": out_version, "engine": notes.get("engine")}
         done = EpochRecord(record.epoch, "committed", record.mode, record.reason, payload, now())
         held.commit(committed=done, started=None)
         # Both only touch what the committed epoch no longer needs to be right.
@@ -148,7 +154,7 @@ def _refresh(
     sources = {s: (r["from"], r["to"]) for s, r in record.payload["sources"].items()}
     return RefreshResult(
         view.name, record.mode, record.reason, record.epoch, sources, stats.get("rows_in", 0), stats.get("rows_out", 0),
-        time.perf_counter() - began, out_version, stats, (record.payload.get("cost") or {}).get("text"),
+        time.perf_counter() - began, out_version, stats, (record.payload.get("cost") or {}).get("text"), notes.get("engine"),
     )
 
 
@@ -278,25 +284,27 @@ def _source_problem(view: CompiledView, last: dict, sources: dict, relations: di
 
 
 def _run_epoch(
-    spark: SparkSession, view: CompiledView, where: ViewLocation, relations: dict[str, str], record: EpochRecord, epoch: Epoch, buckets: int
+    spark: SparkSession, view: CompiledView, where: ViewLocation, relations: dict[str, str], record: EpochRecord, epoch: Epoch,
+    buckets: int, notes: dict[str, str],
 ) -> dict:
     sources = record.payload["sources"]
     stats: dict[str, int] = {}
     change_rows: dict[str, int] = {}
+    tables: dict[str, pa.Table] = {}
     if record.mode == "full":
         frames = {
             name: cdc.read_full(spark, relations[name], s["to"], columns=cdc.used_columns(view.root, name))
             for name, s in sources.items()
         }
     else:
-        frames = {}
         for name, s in sources.items():
-            frames[name], change_rows[name] = cdc.read_range(
-                spark, name, relations[name], s["from"], s["to"], columns=cdc.used_columns(view.root, name)
-            )
+            tables[name] = cdc.read_range(name, relations[name], s["from"], s["to"], columns=cdc.used_columns(view.root, name))
+            change_rows[name] = tables[name].num_rows
         stats.update({f"rows_in.{name}": rows for name, rows in change_rows.items()})
         stats["rows_in"] = sum(change_rows.values())
+        frames = {}  # made from the Arrow tables if the epoch runs in Spark
     if view.root is None:
+        frames = frames or {name: to_spark(spark, table) for name, table in tables.items()}
         return {**stats, **_recompute(spark, view, where, frames, epoch, record.payload["output_version"])}
     ctx = EpochContext(
         spark, epoch, record.mode == "full", where.state_root, buckets, frames, record.payload["state_versions"], stats,
@@ -305,11 +313,14 @@ def _run_epoch(
     if view.root.unchanged(ctx):
         stats["rows_out"] = 0
         return stats  # no source change reaches the view: no state or output to touch
-    change = view.root.step(ctx)
-    shaped = output.shape(change, view.root.columns, view.schema)
-    # A full refresh writes its output straight from the plan, which is read once:
-    # materializing it first would cost a checkpoint and a count for nothing.
-    computed = materialize(shaped, small=True) if record.mode != "full" else None
+    computed = _in_process(ctx, view, tables, notes) if record.mode != "full" else None
+    if computed is None:
+        ctx.changes.update({name: to_spark(spark, table) for name, table in tables.items()})
+        change = view.root.step(ctx)
+        shaped = output.shape(change, view.root.columns, view.schema)
+        # A full refresh writes its output straight from the plan, which is read once:
+        # materializing it first would cost a checkpoint and a count for nothing.
+        computed = materialize(shaped, small=True) if record.mode != "full" else None
     for write in ctx.writes:  # state commits first (see the module doc for the order)
         write()
     after = record.payload["output_version"]
@@ -327,6 +338,27 @@ def _run_epoch(
         if computed.rows:
             output.apply_change(where.output, computed, view.schema, epoch, output_version=after)
     return stats
+
+
+def _in_process(ctx: EpochContext, view: CompiledView, tables: dict[str, pa.Table], notes: dict[str, str]) -> Batch | None:
+    """The output change of a small incremental epoch computed in process
+    (:mod:`ivm_assets.local.epoch`), its state commits queued; None, with the reason in
+    ``notes["engine"]``, when the epoch must run in Spark (nothing was committed)."""
+    if sum(ctx.change_rows.values()) > LOCAL_CHANGE_ROWS:
+        notes["engine"] = f"spark: {sum(ctx.change_rows.values())} change rows (in process up to {LOCAL_CHANGE_ROWS})"
+        return None
+    stats = dict(ctx.stats)
+    try:
+        change = LocalEpoch(ctx, tables).run(view.root, view.root.columns, arrow_schema(view.schema))
+    except Untranslatable as why:
+        ctx.writes.clear()
+        ctx.stats.clear()
+        ctx.stats.update(stats)  # state reads counted again by the Spark epoch
+        notes["engine"] = f"spark: {why}"
+        return None
+    notes["engine"] = "in process"
+    ctx.stats["epochs_in_process"] = 1
+    return Batch.of_table(ctx.spark, change)
 
 
 def _recompute(

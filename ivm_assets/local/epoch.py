@@ -1,0 +1,369 @@
+"""Small incremental epochs computed in process: DuckDB over Arrow, no Spark job.
+
+A small epoch's inputs are on the driver already: the sources' change sets come from
+delta-rs as Arrow, and the state rows the change touches are read there by pyarrow
+(:meth:`~ivm_assets.state.arrangement.StateTable.read`). Spark would turn them into local
+relations, re-analyze a plan built over py4j and run a job or more for a few thousand rows:
+~0.5–3 s a refresh whatever the change. Here the same rules on changes (each operator's
+docstring) run as DuckDB queries over those Arrow tables, and the state appends and the
+output change go to delta-rs as they do from Spark. Same state tables, same buckets
+(:mod:`~ivm_assets.local.spark_hash`), same commits: an epoch may run here or in Spark, and
+the next one again either way.
+
+An epoch runs here only if every operator of the view has a rule below and every expression
+translates (:mod:`~ivm_assets.local.expressions`); and only while the state it touches is
+read on the driver. Anything else raises :class:`Untranslatable` before the first commit,
+and the refresh runs the epoch in Spark instead, recording why. A DuckDB error (an overflow)
+does the same: Spark then fails, or computes what Spark computes.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import duckdb
+import pyarrow as pa
+
+from ivm_assets.delta import tables as delta
+from ivm_assets.delta.tables import WEIGHT
+from ivm_assets.local.expressions import SqlType, Untranslatable, common_type, arrow_type, translate
+
+__all__ = ["LOCAL_CHANGE_ROWS", "LocalEpoch", "Untranslatable", "missing_rule"]
+from ivm_assets.local.spark_hash import buckets as spark_buckets
+from ivm_assets.operators.aggregate import _COUNT, _GLOBAL, AggregateOp
+from ivm_assets.operators.base import Batch, EpochContext, Operator
+from ivm_assets.operators.distinct import DistinctOp
+from ivm_assets.operators.join import JoinOp
+from ivm_assets.operators.linear import FilterOp, ProjectOp, ScanOp, UnionAllOp
+from ivm_assets.spark.arrow import normalize_table
+from ivm_assets.sql.incrementalize import operators
+from ivm_assets.state import driver_rows
+from ivm_assets.state.arrangement import BUCKET, EPOCH, UNHASHED, StateLayout, StateTable
+
+# An epoch whose sources changed by more rows than this runs in Spark, which spreads it over
+# the executors; below it, the driver holds every change and state row the epoch touches.
+LOCAL_CHANGE_ROWS = 200_000
+
+_local = threading.local()
+
+
+def _connection() -> duckdb.DuckDBPyConnection:
+    """This thread's DuckDB connection (opening one costs ~50 ms; a refresh runs in one thread)."""
+    if not hasattr(_local, "con"):
+        _local.con = duckdb.connect(config={"threads": 1})
+    return _local.con
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _types(table: pa.Table) -> dict[str, SqlType]:
+    """Column types for expression translation (weights and buckets are not columns)."""
+    return {f.name: arrow_type(f.type) for f in table.schema if f.name not in (WEIGHT, BUCKET)}
+
+
+def missing_rule(root: Operator) -> str | None:
+    """What the first operator of ``root``'s dataflow without an in-process rule does (its
+    epochs then all run in Spark), or None when every operator has one."""
+    for op in operators(root):
+        if not hasattr(LocalEpoch, f"visit_{type(op).__name__}"):
+            return op.describe().split(":")[0]
+    return None
+
+
+class LocalEpoch:
+    """One view's incremental epoch computed in process (see the module doc)."""
+
+    def __init__(self, ctx: EpochContext, changes: dict[str, pa.Table]) -> None:
+        self.ctx, self.changes = ctx, changes
+        self.con = _connection()
+        self._done: dict[str, pa.Table] = {}
+
+    def run(self, root: Operator, internal: tuple[str, ...], schema: pa.Schema) -> pa.Table:
+        """The view's output change: ``root``'s change renamed and typed as ``schema`` says,
+        consolidated. Queues the state commits in ``ctx.writes`` as Spark's epoch does."""
+        change = self.change(root)
+        named = change.select([*internal, WEIGHT]).rename_columns([*schema.names, WEIGHT])
+        try:
+            typed = named.cast(pa.schema([*schema, pa.field(WEIGHT, pa.int64())]))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            raise Untranslatable(f"the output change does not fit the view's types ({exc})") from exc
+        return self.consolidate(typed, tuple(schema.names))
+
+    def change(self, op: Operator) -> pa.Table:
+        """``op``'s change set this epoch (computed once per operator)."""
+        if op.id not in self._done:
+            visit = getattr(self, f"visit_{type(op).__name__}", None)
+            if visit is None:
+                raise Untranslatable(f"no in-process rule for {missing_rule(op)}")
+            self._done[op.id] = normalize_table(visit(op))
+        return self._done[op.id]
+
+    def sql(self, query: str, **tables: pa.Table) -> pa.Table:
+        for name, table in tables.items():
+            self.con.register(name, table)
+        try:
+            return self.con.sql(query).to_arrow_table()
+        except duckdb.Error as exc:
+            raise Untranslatable(f"DuckDB could not compute it ({str(exc).splitlines()[0]})") from exc
+        finally:
+            for name in tables:
+                self.con.unregister(name)
+
+    def consolidate(self, table: pa.Table, columns: tuple[str, ...]) -> pa.Table:
+        """Weights of identical rows summed, rows of weight 0 dropped. DuckDB groups as Spark
+        does: NULLs together, −0.0 with 0.0, every NaN with every NaN."""
+        if not columns:
+            return table
+        names = ", ".join(_q(c) for c in columns)
+        out = self.sql(f"SELECT {names}, CAST(sum({_q(WEIGHT)}) AS BIGINT) AS {_q(WEIGHT)} FROM t GROUP BY {names} HAVING sum({_q(WEIGHT)}) <> 0", t=table)
+        return out.cast(pa.schema([table.schema.field(c) for c in columns] + [pa.field(WEIGHT, pa.int64())]))
+
+    # --- linear operators: Δout = op(Δin) -------------------------------------------------
+    def visit_ScanOp(self, op: ScanOp) -> pa.Table:
+        table = self.changes[op.relation].select([*op.source_columns, WEIGHT])
+        return table.rename_columns([*op.columns, WEIGHT])
+
+    def visit_FilterOp(self, op: FilterOp) -> pa.Table:
+        table = self.change(op.input)
+        predicate, t = translate(op.predicate, _types(table))
+        if t.family not in ("boolean", "null"):
+            raise Untranslatable(f"a filter of type {t.family}")
+        return self.sql(f"SELECT * FROM t WHERE {predicate}", t=table)
+
+    def visit_ProjectOp(self, op: ProjectOp) -> pa.Table:
+        table = self.change(op.input)
+        types = _types(table)
+        exprs = [f"{translate(e, types)[0]} AS {_q(n)}" for n, e in op.exprs]
+        return self.sql(f"SELECT {', '.join(exprs)}, {_q(WEIGHT)} FROM t", t=table)
+
+    def visit_UnionAllOp(self, op: UnionAllOp) -> pa.Table:
+        parts = [self.change(i).rename_columns([*op.columns, WEIGHT]) for i in op.inputs]
+        if len({p.schema for p in parts}) > 1:
+            raise Untranslatable("UNION ALL of inputs typed differently (Spark widens them)")
+        return pa.concat_tables(parts)
+
+    # --- inner join: ΔA⋈B_old + A_old⋈ΔB + ΔA⋈ΔB ------------------------------------------
+    def visit_JoinOp(self, op: JoinOp) -> pa.Table:
+        sides = []
+        for child, keys, table in ((op.left, op.left_keys, op.left_state), (op.right, op.right_keys, op.right_state)):
+            change = self.consolidate(self.change(child), child.columns)
+            present = " AND ".join(f"{_q(k)} IS NOT NULL" for k in keys)
+            if present:  # a NULL key matches nothing: never stored, never looked up
+                change = self.sql(f"SELECT * FROM t WHERE {present}", t=change)
+            hashes = self._hashes(table)
+            sides.append(change.append_column(BUCKET, self._buckets(change, keys, hashes)))
+        dl, dr = sides
+        for a, b in zip(op.left_keys, op.right_keys):
+            common_type([arrow_type(dl.schema.field(a).type), arrow_type(dr.schema.field(b).type)], f"the join key {a} = {b}")
+        parts: list[tuple[str, pa.Table, pa.Table]] = []
+        if dl.num_rows and (old_right := self._lookup(op.right_state, dl, op.left_keys)) is not None:
+            parts.append(("l", dl, old_right))
+        if dr.num_rows and (old_left := self._lookup(op.left_state, dr, op.right_keys)) is not None:
+            parts.append(("r", old_left, dr))
+        if dl.num_rows and dr.num_rows:
+            parts.append(("b", dl, dr))
+        on = " AND ".join(f"l.{_q(a)} = r.{_q(b)}" for a, b in zip(op.left_keys, op.right_keys)) or "TRUE"
+        select = ", ".join([*(f"l.{_q(c)}" for c in op.left.columns), *(f"r.{_q(c)}" for c in op.right.columns)])
+        joined = [
+            self.sql(f"SELECT {select}, l.{_q(WEIGHT)} * r.{_q(WEIGHT)} AS {_q(WEIGHT)} FROM l JOIN r ON {on}", l=left, r=right)
+            for _, left, right in parts
+        ]
+        out = pa.concat_tables(joined) if joined else None
+        if out is not None and op.residual:
+            residual, _ = translate(op.residual, _types(out))
+            out = self.sql(f"SELECT * FROM t WHERE {residual}", t=out)
+        for table, change in ((op.left_state, dl), (op.right_state, dr)):
+            table.write(self.ctx, Batch.of_table(self.ctx.spark, change), StateLayout.from_json(self._layout(table)).types())
+        if out is None:
+            return pa.schema([*(dl.schema.field(c) for c in op.left.columns), *(dr.schema.field(c) for c in op.right.columns), pa.field(WEIGHT, pa.int64())]).empty_table()
+        return self.consolidate(out, op.columns)
+
+    def _lookup(self, table: StateTable, touched: pa.Table, keys: tuple[str, ...]) -> pa.Table | None:
+        """The current rows of ``table`` whose keys equal a key of ``touched`` (None: no state)."""
+        read = table.read(self.ctx, Batch.of_table(self.ctx.spark, touched), keys)
+        return self._current(table, read, table.keys)
+
+    # --- distinct: a row enters when its count rises above 0, leaves when it falls to 0 ----
+    def visit_DistinctOp(self, op: DistinctOp) -> pa.Table:
+        change = self.consolidate(self.change(op.input), op.columns)
+        if change.num_rows == 0:
+            return change
+        batch = change.append_column(BUCKET, self._buckets(change, op.columns, self._hashes(op.counts)))
+        old = self._lookup(op.counts, batch, op.columns)
+        op.counts.write(self.ctx, Batch.of_table(self.ctx.spark, batch), StateLayout.from_json(self._layout(op.counts)).types())
+        cols = ", ".join(f"d.{_q(c)}" for c in op.columns)
+        w = _q(WEIGHT)
+        if old is None:
+            return self.sql(f"SELECT {cols}, CAST(1 AS BIGINT) AS {w} FROM d WHERE d.{w} > 0", d=change)
+        on = " AND ".join(f"d.{_q(c)} IS NOT DISTINCT FROM o.{_q(c)}" for c in op.columns)
+        before, after = f"coalesce(o.{w}, 0)", f"coalesce(o.{w}, 0) + d.{w}"
+        flip = f"CASE WHEN {before} <= 0 AND {after} > 0 THEN 1 WHEN {before} > 0 AND {after} <= 0 THEN -1 ELSE 0 END"
+        return self.sql(f"SELECT * FROM (SELECT {cols}, CAST({flip} AS BIGINT) AS {w} FROM d LEFT JOIN o ON {on}) WHERE {w} <> 0", d=change, o=old)
+
+    # --- aggregate: per touched group −old row +new row ----------------------------------
+    def visit_AggregateOp(self, op: AggregateOp) -> pa.Table:
+        delta_in = self.consolidate(self.change(op.input), op.input.columns)
+        if not op.keys:
+            delta_in = delta_in.append_column(_GLOBAL, pa.array([0] * delta_in.num_rows, pa.int32()))
+        keys = op.group_keys
+        state_types = self._state_schema(op.groups)
+        change = self._partials(op, delta_in, state_types)
+        names = [*keys, *op.partials]
+        if change.num_rows == 0:
+            empty = self._with_values(op, _empty(state_types, tuple(names)), {i: None for i in op.values})
+            return self.sql(self._output_query(op, "g", 1, alive=True) + " LIMIT 0", g=empty)
+        hashes = self._hashes(op.groups)
+        touched = Batch.of_table(self.ctx.spark, change.select(list(keys)).append_column(BUCKET, self._buckets(change, keys, hashes)))
+        old = self._current(op.groups, op.groups.read(self.ctx, touched if op.keys else None, keys), keys)
+        both = f"SELECT {', '.join(_q(c) for c in names)} FROM c"
+        if old is not None:
+            old = _cast(old, state_types, names)
+            both += f" UNION ALL SELECT {', '.join(_q(c) for c in names)} FROM o"
+        sums = ", ".join(f"sum(coalesce({_q(p)}, 0)) AS {_q(p)}" for p in op.partials)
+        key_list = ", ".join(_q(k) for k in keys)
+        combined = self.sql(f"SELECT {key_list}, {sums} FROM ({both}) GROUP BY {key_list}", c=change, **({"o": old} if old is not None else {}))
+        new = _cast(combined, state_types, names)
+        stored = new.append_column(BUCKET, self._buckets(new, keys, hashes))
+        op.groups.write(self.ctx, Batch.of_table(self.ctx.spark, stored), StateLayout.from_json(self._layout(op.groups)).types())
+        old_values, new_values = self._values(op, delta_in, touched if op.keys else None)
+        parts = [self._output_query(op, "n", 1, alive=bool(op.keys))]
+        tables = {"n": self._with_values(op, new, new_values)}
+        if old is not None:
+            parts.append(self._output_query(op, "o", -1, alive=bool(op.keys)))
+            tables["o"] = self._with_values(op, old, old_values)
+        return self.consolidate(self.sql(" UNION ALL ".join(parts), **tables), op.columns)
+
+    def _values(self, op: AggregateOp, delta_in: pa.Table, touched: Batch | None) -> tuple[dict, dict]:
+        """Per MIN/MAX/COUNT(DISTINCT) aggregate i: its value per touched group before and
+        after the change, from its value table (the multiset of non-NULL argument values per
+        group, a z-set), to which the change's values are appended."""
+        old_values: dict[int, pa.Table | None] = {}
+        new_values: dict[int, pa.Table | None] = {}
+        keys = op.group_keys
+        key_list = ", ".join(_q(k) for k in keys)
+        for i, table in op.values.items():
+            agg = op.aggs[i]
+            if arrow_type(delta_in.schema.field(agg.arg).type).family not in ("number", "string", "date", "timestamp", "boolean"):
+                raise Untranslatable(f"{agg.func.upper()} over a column of type {delta_in.schema.field(agg.arg).type}")
+            schema = self._state_schema(table)
+            dv = self.sql(
+                f"SELECT {key_list}, {_q(agg.arg)} AS v, CAST(sum({_q(WEIGHT)}) AS BIGINT) AS {_q(WEIGHT)} FROM d "
+                f"WHERE {_q(agg.arg)} IS NOT NULL GROUP BY {key_list}, v HAVING sum({_q(WEIGHT)}) <> 0",
+                d=delta_in,
+            )
+            dv = _cast(dv, schema, [*keys, "v", WEIGHT])
+            table.write(self.ctx, Batch.of_table(self.ctx.spark, dv.append_column(BUCKET, self._buckets(dv, keys, self._hashes(table)))),
+                        StateLayout.from_json(self._layout(table)).types())
+            old_rows = self._current(table, table.read(self.ctx, touched, keys), keys)
+            new_rows = self.consolidate(pa.concat_tables([_cast(old_rows, schema, [*keys, "v", WEIGHT]), dv]) if old_rows is not None else dv, (*keys, "v"))
+            value = {"min": "min(v)", "max": "max(v)", "count_distinct": "count(v)"}[agg.func]
+            query = f"SELECT {key_list}, {value} AS {_q(f'm{i}')} FROM r WHERE {_q(WEIGHT)} > 0 GROUP BY {key_list}"
+            old_values[i] = self.sql(query, r=old_rows) if old_rows is not None else None
+            new_values[i] = self.sql(query, r=new_rows)
+        return old_values, new_values
+
+    def _with_values(self, op: AggregateOp, groups: pa.Table, values: dict[int, pa.Table | None]) -> pa.Table:
+        """``groups`` with a column ``m<i>`` per value aggregate (NULL where a group has none)."""
+        for i, found in values.items():
+            if found is None:
+                groups = groups.append_column(f"m{i}", pa.nulls(groups.num_rows))
+                continue
+            on = " AND ".join(f"g.{_q(k)} IS NOT DISTINCT FROM m.{_q(k)}" for k in op.group_keys)
+            groups = self.sql(f"SELECT g.*, m.{_q(f'm{i}')} FROM g LEFT JOIN m ON {on}", g=groups, m=found)
+        return groups
+
+    def _partials(self, op: AggregateOp, delta_in: pa.Table, state_types: pa.Schema) -> pa.Table:
+        """Per touched group: Σ weights, and per COUNT/SUM/AVG the weighted non-NULL count and
+        the exact weighted sum (integers and DECIMALs only: exact in both engines)."""
+        w = _q(WEIGHT)
+        exprs = [f"sum({w}) AS {_q(_COUNT)}"]
+        for i, a in enumerate(op.aggs):
+            if a.func in ("count", "sum", "avg"):
+                exprs.append(f"sum(CASE WHEN {_q(a.arg)} IS NOT NULL THEN {w} ELSE 0 END) AS {_q(f'n{i}')}")
+            if a.func in ("sum", "avg"):
+                arg_type = arrow_type(delta_in.schema.field(a.arg).type)
+                if arg_type.family != "number":
+                    raise Untranslatable(f"{a.func.upper()} over a {arg_type.family}")
+                if a.func == "avg" and not arg_type.integer:
+                    raise Untranslatable("AVG over a DECIMAL (Spark rounds the division to a derived scale)")
+                exprs.append(f"sum(CAST({_q(a.arg)} AS DECIMAL(38, {arg_type.scale})) * {w}) AS {_q(f's{i}')}")
+        key_list = ", ".join(_q(k) for k in op.group_keys)
+        out = self.sql(f"SELECT {key_list}, {', '.join(exprs)} FROM d GROUP BY {key_list}", d=delta_in)
+        return _cast(out, state_types, [*op.group_keys, *op.partials])
+
+    def _output_query(self, op: AggregateOp, table: str, weight: int, *, alive: bool) -> str:
+        """The output rows of groups in ``table`` with weight ``weight`` (alive groups only
+        when grouped: a group exists while its row count is positive)."""
+        out = [_q(k) for k in op.keys]
+        for i, a in enumerate(op.aggs):
+            n, s = _q(f"n{i}"), _q(f"s{i}")
+            value = {
+                "count_star": _q(_COUNT),
+                "count": n,
+                "sum": f"CASE WHEN {n} > 0 THEN {s} END",
+                # An exact integer sum and count, divided in double precision as Spark does.
+                "avg": f"CASE WHEN {n} > 0 THEN CAST({s} AS DOUBLE) / CAST({n} AS DOUBLE) END",
+                "min": _q(f"m{i}"),
+                "max": _q(f"m{i}"),
+                "count_distinct": f"CAST(coalesce({_q(f'm{i}')}, 0) AS BIGINT)",
+            }[a.func]
+            out.append(f"{value} AS {_q(a.name)}")
+        where = f" WHERE {_q(_COUNT)} > 0" if alive else ""
+        return f"SELECT {', '.join(out)}, CAST({weight} AS BIGINT) AS {_q(WEIGHT)} FROM {table}{where}"
+
+    # --- state ---------------------------------------------------------------------------
+    def _layout(self, table: StateTable) -> str:
+        recorded = self.ctx.state_layouts.get(table.table_name)
+        if not recorded or self.ctx.state_versions.get(table.table_name) is None:
+            raise Untranslatable(f"state table {table.table_name} has no recorded layout yet")
+        return recorded
+
+    def _hashes(self, table: StateTable) -> tuple[str, ...]:
+        """How each key enters the bucket hash, as the table recorded it."""
+        hashes = StateLayout.from_json(self._layout(table)).hashes
+        if "double" in hashes:
+            raise Untranslatable(f"state table {table.table_name} hashes a key as DOUBLE")
+        return hashes
+
+    def _buckets(self, table: pa.Table, keys: tuple[str, ...], hashes: tuple[str, ...]) -> pa.Array:
+        """``pmod(hash(keys), buckets)`` per row, as :func:`~ivm_assets.state.arrangement.with_bucket`."""
+        columns = [table.column(k).cast(pa.int64()) if h == "bigint" else table.column(k) for k, h in zip(keys, hashes) if h != UNHASHED]
+        if not columns:
+            return pa.array([0] * table.num_rows, pa.int32())
+        found = spark_buckets(columns, self.ctx.buckets)
+        if found is None:
+            raise Untranslatable(f"a key of type {', '.join(str(c.type) for c in columns)} (hash not mirrored)")
+        return found
+
+    def _state_schema(self, table: StateTable) -> pa.Schema:
+        version = self.ctx.state_versions.get(table.table_name)
+        if version is None:
+            raise Untranslatable(f"state table {table.table_name} does not exist yet")
+        return delta.arrow_schema(table.uri(self.ctx), version)
+
+    def _current(self, table: StateTable, read, keys: tuple[str, ...]) -> pa.Table | None:
+        """The state's current rows for the touched keys, as Arrow (None: no state rows)."""
+        if read is None:
+            return None
+        if read.table is None:
+            raise Untranslatable(f"state table {table.table_name} is read in Spark (too large for the driver)")
+        current = driver_rows.latest(read.table, keys, EPOCH) if table.layout_kind == "latest" else driver_rows.consolidated(read.table, table.columns, WEIGHT)
+        if current is None:
+            raise Untranslatable(f"state table {table.table_name} has keys compared in Spark only")
+        return current
+
+
+def _cast(table: pa.Table, schema: pa.Schema, names: list[str]) -> pa.Table:
+    """``table``'s ``names`` typed as the state table's columns of those names (a value that
+    does not fit is Spark's overflow: the epoch goes to Spark, which reports it)."""
+    try:
+        return table.select(names).cast(pa.schema([schema.field(n) for n in names]))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise Untranslatable(f"a value does not fit its state column ({exc})") from exc
+
+
+def _empty(schema: pa.Schema, names: tuple[str, ...]) -> pa.Table:
+    return pa.schema([schema.field(n) for n in names]).empty_table()
+

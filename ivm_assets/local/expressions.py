@@ -1,0 +1,339 @@
+"""Spark SQL expressions that DuckDB evaluates exactly as Spark does, rendered as DuckDB SQL.
+
+Operators hold their expressions as Spark SQL text (:mod:`ivm_assets.sql.plan`). An epoch
+computed in process (:mod:`ivm_assets.local.epoch`) evaluates them with DuckDB, which must
+give the value Spark gives, row for row: a view is never silently wrong. So translation
+is by rule, and an expression outside the rules raises :class:`Untranslatable` with the
+construct, which keeps that view's epochs in Spark. The rules:
+
+- columns of integer, DECIMAL, STRING, DATE, TIMESTAMP and BOOLEAN type (floating point is
+  left to Spark: −0.0, NaN and rounding across engines are not worth the doubt);
+- literals: integers, decimals, strings without backslashes, ``CAST('yyyy-mm-dd' AS DATE)``,
+  TRUE/FALSE/NULL; a date literal plus or minus an ``INTERVAL n DAY|WEEK|MONTH|YEAR`` is
+  folded here with Spark's rule (months clamp to the month's last day);
+- ``+ - *`` and unary minus over numbers. Spark types DECIMAL results by its own rules and
+  *rounds* when they exceed 38 digits; wherever Spark's result scale would be below the
+  exact one, the expression is refused. Otherwise both compute the exact value: DuckDB over
+  DECIMAL(38, s) operands (an overflow is an error in both, not a different value);
+- comparisons, ``<=>``, BETWEEN, IN, IS [NOT] NULL, AND/OR/NOT (three-valued in both), LIKE
+  with a literal pattern (``%`` and ``_`` only), CASE and COALESCE; the operands of one
+  comparison must be of one family (numbers, text, dates, …): Spark's implicit casts
+  between families ('1.0' = 1) are not mirrored;
+- division, functions, casts other than date literals: refused (DuckDB divides DECIMALs in
+  floating point; Spark rounds them to a derived scale).
+"""
+
+from __future__ import annotations
+
+import calendar
+import datetime as dt
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+import pyarrow as pa
+from sqlglot import exp, parse_one
+from sqlglot.errors import ParseError
+
+from ivm_assets.errors import IvmError
+
+MAX_PRECISION = 38
+
+
+class Untranslatable(IvmError):
+    """An expression (or plan) whose in-process result could differ from Spark's: the
+    epoch runs in Spark."""
+
+
+@dataclass(frozen=True)
+class SqlType:
+    """A value's type as far as the rules need it: family, and DECIMAL precision/scale (an
+    integer of n digits counts as DECIMAL(n, 0), as Spark widens it)."""
+
+    family: str  # number | string | date | timestamp | boolean | null
+    precision: int = 0
+    scale: int = 0
+    integer: bool = False
+
+
+_FAMILIES = ("number", "string", "date", "timestamp", "boolean", "null")
+_NULL = SqlType("null")
+_BOOL = SqlType("boolean")
+_INT_DIGITS = {8: 3, 16: 5, 32: 10, 64: 20}
+_INT_NAMES = {3: "TINYINT", 5: "SMALLINT", 10: "INTEGER", 20: "BIGINT"}
+
+
+def arrow_type(t: pa.DataType) -> SqlType:
+    """The :class:`SqlType` of a column of Arrow type ``t``; a type outside the rules is a
+    family of its own (its name), which only a bare column reference may pass on."""
+    if pa.types.is_integer(t):
+        return SqlType("number", _INT_DIGITS[t.bit_width], 0, integer=True)
+    if pa.types.is_decimal(t):
+        return SqlType("number", t.precision, t.scale)
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return SqlType("string")
+    if pa.types.is_date32(t):
+        return SqlType("date")
+    if pa.types.is_timestamp(t):
+        return SqlType("timestamp")
+    if pa.types.is_boolean(t):
+        return _BOOL
+    return SqlType(str(t))
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _fit(precision: int, scale: int, what: str) -> tuple[int, int]:
+    """Spark's DECIMAL result type for an exact (precision, scale); refused when Spark would
+    round (its scale reduced below the exact one to fit 38 digits)."""
+    if precision <= MAX_PRECISION:
+        return precision, scale
+    int_digits = precision - scale
+    adjusted = max(MAX_PRECISION - int_digits, min(scale, 6))
+    if adjusted < scale:
+        raise Untranslatable(f"{what}: Spark rounds its DECIMAL result to scale {adjusted} (exact: {scale})")
+    return MAX_PRECISION, scale
+
+
+def common_type(types: list[SqlType], what: str) -> SqlType:
+    """The type values of ``types`` share (CASE branches, IN lists, comparisons)."""
+    known = [t for t in types if t.family != "null"]
+    if not known:
+        return _NULL
+    families = {t.family for t in known}
+    if len(families) > 1:
+        raise Untranslatable(f"{what} compares or mixes {' and '.join(sorted(families))} (Spark casts implicitly)")
+    if known[0].family != "number":
+        return known[0]
+    scale = max(t.scale for t in known)
+    digits = max(t.precision - t.scale for t in known)
+    return SqlType("number", min(digits + scale, MAX_PRECISION), scale, integer=all(t.integer for t in known))
+
+
+def _add_interval(day: dt.date, amount: int, unit: str) -> dt.date:
+    """Spark's date ± interval: days exactly, months clamped to the month's last day."""
+    if unit in ("DAY", "WEEK"):
+        return day + dt.timedelta(days=amount * (7 if unit == "WEEK" else 1))
+    months = amount * (12 if unit == "YEAR" else 1)
+    year, month = divmod(day.year * 12 + day.month - 1 + months, 12)
+    return dt.date(year, month + 1, min(day.day, calendar.monthrange(year, month + 1)[1]))
+
+
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_COMPARISONS = {exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">=", exp.NullSafeEQ: "IS NOT DISTINCT FROM"}
+
+
+class _Translator:
+    def __init__(self, columns: dict[str, SqlType]) -> None:
+        self.columns = columns
+
+    def __call__(self, node: exp.Expression) -> tuple[str, SqlType]:
+        visit = getattr(self, f"visit_{type(node).__name__}", None)
+        if visit is None:
+            raise Untranslatable(f"no in-process rule for {type(node).__name__.upper()} ({node.sql('spark')})")
+        return visit(node)
+
+    def visit_Paren(self, node: exp.Paren) -> tuple[str, SqlType]:
+        sql, t = self(node.this)
+        return f"({sql})", t
+
+    def visit_Column(self, node: exp.Column) -> tuple[str, SqlType]:
+        if node.table or node.name not in self.columns:
+            raise Untranslatable(f"column {node.sql('spark')} is not an input column")
+        t = self.columns[node.name]
+        if t.family not in _FAMILIES:
+            raise Untranslatable(f"an expression over a column of type {t.family} ({node.name})")
+        return _quote(node.name), t
+
+    def visit_Literal(self, node: exp.Literal) -> tuple[str, SqlType]:
+        text = node.this
+        if node.is_string:
+            if "\\" in text:
+                raise Untranslatable("a string literal with a backslash (escapes differ)")
+            return "'" + text.replace("'", "''") + "'", SqlType("string")
+        if re.fullmatch(r"\d+", text):
+            if int(text) < 2**63:
+                digits = 10 if int(text) < 2**31 else 20
+                return text, SqlType("number", digits, 0, integer=True)
+        elif re.fullmatch(r"\d*\.\d+|\d+\.\d*", text):
+            whole, frac = text.split(".")
+            scale, precision = len(frac), max(len((whole + frac).lstrip("0")), len(frac), 1)
+            if precision <= MAX_PRECISION:
+                return f"CAST('{text}' AS DECIMAL({precision}, {scale}))", SqlType("number", precision, scale)
+        raise Untranslatable(f"the number literal {text}")
+
+    def visit_Boolean(self, node: exp.Boolean) -> tuple[str, SqlType]:
+        return ("TRUE" if node.this else "FALSE"), _BOOL
+
+    def visit_Null(self, node: exp.Null) -> tuple[str, SqlType]:
+        return "NULL", _NULL
+
+    def _date_literal(self, node: exp.Expression) -> dt.date | None:
+        if isinstance(node, exp.Paren):
+            return self._date_literal(node.this)
+        if isinstance(node, exp.Cast) and node.to.this == exp.DataType.Type.DATE and isinstance(node.this, exp.Literal):
+            text = node.this.this
+            if node.this.is_string and _DATE.fullmatch(text):
+                try:
+                    return dt.date.fromisoformat(text)
+                except ValueError:
+                    return None
+        if isinstance(node, (exp.Add, exp.Sub)) and isinstance(node.expression, exp.Interval):
+            day, interval = self._date_literal(node.this), node.expression
+            unit = interval.unit.name.upper().rstrip("S") if interval.unit else ""
+            if day is not None and isinstance(interval.this, exp.Literal) and re.fullmatch(r"-?\d+", interval.this.this) and unit in ("DAY", "WEEK", "MONTH", "YEAR"):
+                amount = int(interval.this.this) * (1 if isinstance(node, exp.Add) else -1)
+                return _add_interval(day, amount, unit)
+        return None
+
+    def visit_Cast(self, node: exp.Cast) -> tuple[str, SqlType]:
+        day = self._date_literal(node)
+        if day is None:
+            raise Untranslatable(f"the cast {node.sql('spark')}")
+        return f"DATE '{day.isoformat()}'", SqlType("date")
+
+    visit_TryCast = visit_Cast  # Spark's CAST as sqlglot reads it; a valid date literal casts alike
+
+    def _arithmetic(self, node: exp.Binary, op: str) -> tuple[str, SqlType]:
+        if op in "+-" and (day := self._date_literal(node)) is not None:
+            return f"DATE '{day.isoformat()}'", SqlType("date")
+        (left, lt), (right, rt) = self(node.this), self(node.expression)
+        for t in (lt, rt):
+            if t.family not in ("number", "null"):
+                raise Untranslatable(f"{op} over a {t.family} ({node.sql('spark')})")
+        if _NULL in (lt, rt):
+            return "NULL", _NULL
+        what = node.sql("spark")
+        if lt.integer and rt.integer:
+            # Spark keeps the wider operand's type (an overflow fails under ANSI mode); the
+            # cast makes DuckDB fail too instead of widening, and the epoch goes to Spark.
+            digits = max(lt.precision, rt.precision)
+            return f"CAST(({left} {op} {right}) AS {_INT_NAMES[digits]})", SqlType("number", digits, 0, integer=True)
+        if op == "*":
+            precision, scale = _fit(lt.precision + rt.precision + 1, lt.scale + rt.scale, what)
+        else:
+            scale = max(lt.scale, rt.scale)
+            precision, scale = _fit(max(lt.precision - lt.scale, rt.precision - rt.scale) + scale + 1, scale, what)
+        # Operands widened to 38 digits at their own scale: DuckDB computes the exact value
+        # (or fails on overflow), never a narrower intermediate that overflows first.
+        return (
+            f"(CAST({left} AS DECIMAL(38, {lt.scale})) {op} CAST({right} AS DECIMAL(38, {rt.scale})))",
+            SqlType("number", precision, scale),
+        )
+
+    def visit_Add(self, node: exp.Add) -> tuple[str, SqlType]:
+        return self._arithmetic(node, "+")
+
+    def visit_Sub(self, node: exp.Sub) -> tuple[str, SqlType]:
+        return self._arithmetic(node, "-")
+
+    def visit_Mul(self, node: exp.Mul) -> tuple[str, SqlType]:
+        return self._arithmetic(node, "*")
+
+    def visit_Neg(self, node: exp.Neg) -> tuple[str, SqlType]:
+        sql, t = self(node.this)
+        if t.family not in ("number", "null"):
+            raise Untranslatable(f"unary minus over a {t.family}")
+        return f"(-{sql})", t
+
+    def _compare(self, node: exp.Binary) -> tuple[str, SqlType]:
+        (left, lt), (right, rt) = self(node.this), self(node.expression)
+        common_type([lt, rt], node.sql("spark"))
+        return f"({left} {_COMPARISONS[type(node)]} {right})", _BOOL
+
+    visit_EQ = visit_NEQ = visit_LT = visit_LTE = visit_GT = visit_GTE = visit_NullSafeEQ = _compare
+
+    def _logic(self, node: exp.Expression, op: str) -> tuple[str, SqlType]:
+        parts = []
+        for side in (node.this, node.expression):
+            sql, t = self(side)
+            if t.family not in ("boolean", "null"):
+                raise Untranslatable(f"{op} over a {t.family}")
+            parts.append(sql)
+        return f"({parts[0]} {op} {parts[1]})", _BOOL
+
+    def visit_And(self, node: exp.And) -> tuple[str, SqlType]:
+        return self._logic(node, "AND")
+
+    def visit_Or(self, node: exp.Or) -> tuple[str, SqlType]:
+        return self._logic(node, "OR")
+
+    def visit_Not(self, node: exp.Not) -> tuple[str, SqlType]:
+        sql, t = self(node.this)
+        if t.family not in ("boolean", "null"):
+            raise Untranslatable(f"NOT over a {t.family}")
+        return f"(NOT {sql})", _BOOL
+
+    def visit_Is(self, node: exp.Is) -> tuple[str, SqlType]:
+        if not isinstance(node.expression, exp.Null):
+            raise Untranslatable(f"IS {node.expression.sql('spark')}")
+        sql, _ = self(node.this)
+        return f"({sql} IS NULL)", _BOOL
+
+    def visit_Between(self, node: exp.Between) -> tuple[str, SqlType]:
+        (x, xt), (low, lt), (high, ht) = self(node.this), self(node.args["low"]), self(node.args["high"])
+        common_type([xt, lt], node.sql("spark"))
+        common_type([xt, ht], node.sql("spark"))
+        return f"({x} BETWEEN {low} AND {high})", _BOOL
+
+    def visit_In(self, node: exp.In) -> tuple[str, SqlType]:
+        if node.args.get("query") or node.args.get("unnest") or node.args.get("field"):
+            raise Untranslatable("IN over a subquery")
+        x, xt = self(node.this)
+        items = [self(e) for e in node.expressions]
+        common_type([xt, *(t for _, t in items)], node.sql("spark"))
+        return f"({x} IN ({', '.join(s for s, _ in items)}))", _BOOL
+
+    def visit_Like(self, node: exp.Like) -> tuple[str, SqlType]:
+        pattern = node.expression
+        if not (isinstance(pattern, exp.Literal) and pattern.is_string) or "\\" in pattern.this:
+            raise Untranslatable("LIKE with a pattern that is not a plain literal")
+        x, xt = self(node.this)
+        if xt.family not in ("string", "null"):
+            raise Untranslatable(f"LIKE over a {xt.family}")
+        return f"({x} LIKE {self(pattern)[0]})", _BOOL
+
+    def visit_Case(self, node: exp.Case) -> tuple[str, SqlType]:
+        if node.this is not None:
+            raise Untranslatable("CASE x WHEN … (simple CASE)")
+        parts, results = [], []
+        for branch in node.args["ifs"]:
+            cond, ct = self(branch.this)
+            if ct.family not in ("boolean", "null"):
+                raise Untranslatable(f"a CASE condition of type {ct.family}")
+            value, vt = self(branch.args["true"])
+            parts.append(f"WHEN {cond} THEN {value}")
+            results.append(vt)
+        default = node.args.get("default")
+        if default is not None:
+            value, vt = self(default)
+            parts.append(f"ELSE {value}")
+            results.append(vt)
+        return f"(CASE {' '.join(parts)} END)", common_type(results, "CASE")
+
+    def visit_Coalesce(self, node: exp.Coalesce) -> tuple[str, SqlType]:
+        items = [self(e) for e in [node.this, *node.expressions]]
+        return f"COALESCE({', '.join(s for s, _ in items)})", common_type([t for _, t in items], "COALESCE")
+
+
+@lru_cache(maxsize=4096)
+def _parsed(sql: str) -> exp.Expression:
+    try:
+        return parse_one(sql, dialect="spark")
+    except ParseError as exc:
+        raise Untranslatable(f"expression not parsed ({exc})") from exc
+
+
+def translate(sql: str, columns: dict[str, SqlType]) -> tuple[str, SqlType]:
+    """``sql`` (Spark SQL over ``columns``) as DuckDB SQL computing the same value, and its
+    type; raises :class:`Untranslatable` naming the construct outside the rules.
+
+    >>> print(translate("`d` < CAST('1994-01-31' AS DATE) + INTERVAL '1' MONTH", {"d": SqlType("date")})[0])
+    ("d" < DATE '1994-02-28')
+    """
+    node = _parsed(sql)
+    if isinstance(node, exp.Column) and not node.table and node.name in columns:
+        return _quote(node.name), columns[node.name]  # a value passed on as it is, whatever its type
+    return _Translator(columns)(node)

@@ -1,0 +1,104 @@
+"""Small epochs computed in process (DuckDB over Arrow): same outputs and state as Spark's,
+and the epoch goes to Spark, with the reason recorded, wherever a rule is missing."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pyarrow as pa
+from deltalake import write_deltalake
+
+from tests.conftest import assert_oracle, output_rows
+
+ORDERS = pa.schema([("id", pa.int64()), ("cust", pa.int32()), ("region", pa.string()), ("amount", pa.decimal128(10, 2)), ("qty", pa.int32())])
+
+
+def _orders(rows):
+    return pa.Table.from_pylist([dict(zip(ORDERS.names, r)) for r in rows], ORDERS)
+
+
+def _refresh(project) -> dict:
+    return {r.view: r for r in project.refresh()}
+
+
+def test_filter_project_aggregate_distinct_run_in_process_and_match_a_recompute(builder):
+    from ivm_assets.delta import tables as delta
+
+    uri = builder.source("orders", _orders([(i, i % 3, ["north", "south", None][i % 3], Decimal(f"{i}.25"), i) for i in range(1, 40)]))
+    builder.view(
+        "by_region",
+        "SELECT region, COUNT(*) AS n, COUNT(qty) AS n_qty, SUM(amount * (1 - 0.10)) AS net, AVG(qty) AS avg_qty "
+        "FROM orders WHERE amount BETWEEN 2 AND 30 AND region <> 'east' GROUP BY region",
+    )
+    builder.view("total", "SELECT SUM(amount) AS total, COUNT(*) AS n, MIN(amount) AS low, COUNT(DISTINCT region) AS regions FROM orders WHERE cust IN (0, 1)")
+    builder.view("extremes", "SELECT cust, MAX(region) AS last_region, MIN(qty) AS low, COUNT(DISTINCT qty) AS qtys FROM orders GROUP BY cust")
+    builder.view("pairs", "SELECT DISTINCT cust, region FROM orders WHERE qty > 2")
+    project = builder.load()
+    project.refresh()
+    write_deltalake(uri, _orders([(100, 1, "north", Decimal("7.50"), None), (101, 2, "east", Decimal("3.00"), 4), (102, 0, None, Decimal("29.99"), 2)]), mode="append")
+    delta.delete_rows(uri, "id IN (3, 4, 5)")
+    delta.update_rows(uri, set_sql={"amount": "amount + 1"}, predicate="id = 7")
+    for result in _refresh(project).values():
+        assert (result.mode, result.engine) == ("incremental", "in process"), result
+        assert result.stats.get("spark_jobs", 0) == 0
+    assert_oracle(project)
+    # Every group leaves: the groups' rows are retracted, the global row stays (count 0).
+    delta.delete_rows(uri, "id > 0")
+    assert {r.engine for r in _refresh(project).values()} == {"in process"}
+    assert output_rows(project, "by_region") == output_rows(project, "extremes") == output_rows(project, "pairs") == []
+    assert output_rows(project, "total") == [(None, 0, None, 0)]
+    assert_oracle(project)
+
+
+OUTSIDE_THE_RULES = {
+    "outer": ("SELECT o.id, p.id AS pid FROM orders o LEFT JOIN orders p ON o.cust = p.qty", "no in-process rule for left outer join"),
+    "mean": ("SELECT region, AVG(amount) AS a FROM orders GROUP BY region", "AVG over a DECIMAL"),
+    "half": ("SELECT region, SUM(amount) / 2 AS half FROM orders GROUP BY region", "DIV"),
+    "upper": ("SELECT region, SUM(qty) AS q FROM orders WHERE upper(region) = 'NORTH' GROUP BY region", "UPPER"),
+    "cast": ("SELECT region, COUNT(*) AS n FROM orders WHERE cust = '1' GROUP BY region", "Spark casts implicitly"),
+    "firsts": ("SELECT * FROM (SELECT id, amount FROM orders ORDER BY amount DESC LIMIT 2)", "no in-process rule for top"),
+}
+
+
+def test_epochs_outside_the_rules_run_in_spark_with_the_reason(builder):
+    uri = builder.source("orders", _orders([(1, 1, "north", Decimal("1.00"), 1), (2, 2, "south", Decimal("2.00"), 2)]))
+    for name, (sql, _) in OUTSIDE_THE_RULES.items():
+        builder.view(name, sql)
+    project = builder.load()
+    project.refresh()
+    write_deltalake(uri, _orders([(3, 1, "north", Decimal("5.00"), 3)]), mode="append")
+    results = _refresh(project)
+    for name, (_, reason) in OUTSIDE_THE_RULES.items():
+        engine = results[name].engine
+        assert results[name].mode == "incremental" and engine.startswith("spark: ") and reason in engine, (name, engine)
+    assert_oracle(project)
+
+
+CUSTOMERS = pa.schema([("cid", pa.int64()), ("segment", pa.string()), ("nation", pa.int32())])
+
+
+def _customers(rows):
+    return pa.Table.from_pylist([dict(zip(CUSTOMERS.names, r)) for r in rows], CUSTOMERS)
+
+
+def test_joins_run_in_process_on_both_sides_changing(builder):
+    from ivm_assets.delta import tables as delta
+
+    orders = builder.source("orders", _orders([(i, i % 7 if i % 11 else None, "north", Decimal(f"{i}.50"), i % 4) for i in range(1, 60)]))
+    customers = builder.source("customers", _customers([(c, ["a", "b"][c % 2], c % 3) for c in range(0, 7)]))
+    builder.view(
+        "by_segment",
+        "SELECT segment, COUNT(*) AS n, SUM(amount * qty) AS value FROM orders o JOIN customers c ON o.cust = c.cid "
+        "WHERE (segment = 'a' AND qty > 0) OR (segment = 'b' AND amount < 40) GROUP BY segment",
+    )
+    builder.view("pairs", "SELECT o.id, c.segment FROM orders o JOIN customers c ON o.cust = c.cid AND c.nation <> 1")
+    project = builder.load()
+    project.refresh()
+    write_deltalake(orders, _orders([(100, 3, "x", Decimal("1.00"), 2), (101, None, "x", Decimal("2.00"), 1)]), mode="append")
+    delta.delete_rows(orders, "id IN (5, 6, 7)")
+    delta.update_rows(customers, set_sql={"segment": "'b'"}, predicate="cid = 2")
+    delta.delete_rows(customers, "cid = 4")
+    write_deltalake(customers, _customers([(4, "a", 1), (8, "a", 0)]), mode="append")
+    results = _refresh(project)
+    assert {(r.mode, r.engine) for r in results.values()} == {("incremental", "in process")}, results
+    assert_oracle(project)
