@@ -26,7 +26,9 @@ import pyarrow as pa
 
 from ivm_assets.delta import tables as delta
 from ivm_assets.delta.tables import WEIGHT
-from ivm_assets.local.expressions import SqlType, Untranslatable, common_type, arrow_type, translate
+from ivm_assets.local.expressions import (
+    SqlType, Untranslatable, arrow_type, common_type, decimal_divide, divide_type, register, translate,
+)
 
 __all__ = ["LOCAL_CHANGE_ROWS", "LocalEpoch", "Untranslatable", "missing_rule"]
 from ivm_assets.local.spark_hash import buckets as spark_buckets
@@ -51,6 +53,7 @@ def _connection() -> duckdb.DuckDBPyConnection:
     """This thread's DuckDB connection (opening one costs ~50 ms; a refresh runs in one thread)."""
     if not hasattr(_local, "con"):
         _local.con = duckdb.connect(config={"threads": 1})
+        register(_local.con)
     return _local.con
 
 
@@ -85,6 +88,14 @@ class LocalEpoch:
         consolidated. Queues the state commits in ``ctx.writes`` as Spark's epoch does."""
         change = self.change(root)
         named = change.select([*internal, WEIGHT]).rename_columns([*schema.names, WEIGHT])
+        # DECIMALs narrowed by DuckDB, which rounds half away from zero as Spark's cast does
+        # (an AVG's quotient to the view's type); Arrow's cast refuses to round.
+        columns = [
+            f"CAST({_q(f.name)} AS DECIMAL({f.type.precision}, {f.type.scale})) AS {_q(f.name)}"
+            if pa.types.is_decimal(f.type) and pa.types.is_decimal(named.schema.field(f.name).type) else _q(f.name)
+            for f in schema
+        ]
+        named = self.sql(f"SELECT {', '.join(columns)}, {_q(WEIGHT)} FROM t", t=named)
         try:
             typed = named.cast(pa.schema([*schema, pa.field(WEIGHT, pa.int64())]))
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
@@ -135,7 +146,13 @@ class LocalEpoch:
     def visit_ProjectOp(self, op: ProjectOp) -> pa.Table:
         table = self.change(op.input)
         types = _types(table)
-        exprs = [f"{translate(e, types)[0]} AS {_q(n)}" for n, e in op.exprs]
+        exprs = []
+        for name, sql in op.exprs:
+            value, t = translate(sql, types)
+            if t.family == "number" and not t.integer and not value.startswith('"'):
+                # Typed as Spark types it: a later division rounds to a scale derived from it.
+                value = f"CAST({value} AS DECIMAL({t.precision}, {t.scale}))"
+            exprs.append(f"{value} AS {_q(name)}")
         return self.sql(f"SELECT {', '.join(exprs)}, {_q(WEIGHT)} FROM t", t=table)
 
     def visit_UnionAllOp(self, op: UnionAllOp) -> pa.Table:
@@ -213,7 +230,7 @@ class LocalEpoch:
         names = [*keys, *op.partials]
         if change.num_rows == 0:
             empty = self._with_values(op, _empty(state_types, tuple(names)), {i: None for i in op.values})
-            return self.sql(self._output_query(op, "g", 1, alive=True) + " LIMIT 0", g=empty)
+            return self.sql(self._output_query(op, "g", 1, state_types, alive=True) + " LIMIT 0", g=empty)
         hashes = self._hashes(op.groups)
         touched = Batch.of_table(self.ctx.spark, change.select(list(keys)).append_column(BUCKET, self._buckets(change, keys, hashes)))
         old = self._current(op.groups, op.groups.read(self.ctx, touched if op.keys else None, keys), keys)
@@ -228,10 +245,10 @@ class LocalEpoch:
         stored = new.append_column(BUCKET, self._buckets(new, keys, hashes))
         op.groups.write(self.ctx, Batch.of_table(self.ctx.spark, stored), StateLayout.from_json(self._layout(op.groups)).types())
         old_values, new_values = self._values(op, delta_in, touched if op.keys else None)
-        parts = [self._output_query(op, "n", 1, alive=bool(op.keys))]
+        parts = [self._output_query(op, "n", 1, state_types, alive=bool(op.keys))]
         tables = {"n": self._with_values(op, new, new_values)}
         if old is not None:
-            parts.append(self._output_query(op, "o", -1, alive=bool(op.keys)))
+            parts.append(self._output_query(op, "o", -1, state_types, alive=bool(op.keys)))
             tables["o"] = self._with_values(op, old, old_values)
         return self.consolidate(self.sql(" UNION ALL ".join(parts), **tables), op.columns)
 
@@ -286,14 +303,12 @@ class LocalEpoch:
                 arg_type = arrow_type(delta_in.schema.field(a.arg).type)
                 if arg_type.family != "number":
                     raise Untranslatable(f"{a.func.upper()} over a {arg_type.family}")
-                if a.func == "avg" and not arg_type.integer:
-                    raise Untranslatable("AVG over a DECIMAL (Spark rounds the division to a derived scale)")
                 exprs.append(f"sum(CAST({_q(a.arg)} AS DECIMAL(38, {arg_type.scale})) * {w}) AS {_q(f's{i}')}")
         key_list = ", ".join(_q(k) for k in op.group_keys)
         out = self.sql(f"SELECT {key_list}, {', '.join(exprs)} FROM d GROUP BY {key_list}", d=delta_in)
         return _cast(out, state_types, [*op.group_keys, *op.partials])
 
-    def _output_query(self, op: AggregateOp, table: str, weight: int, *, alive: bool) -> str:
+    def _output_query(self, op: AggregateOp, table: str, weight: int, state_types: pa.Schema, *, alive: bool) -> str:
         """The output rows of groups in ``table`` with weight ``weight`` (alive groups only
         when grouped: a group exists while its row count is positive)."""
         out = [_q(k) for k in op.keys]
@@ -303,8 +318,7 @@ class LocalEpoch:
                 "count_star": _q(_COUNT),
                 "count": n,
                 "sum": f"CASE WHEN {n} > 0 THEN {s} END",
-                # An exact integer sum and count, divided in double precision as Spark does.
-                "avg": f"CASE WHEN {n} > 0 THEN CAST({s} AS DOUBLE) / CAST({n} AS DOUBLE) END",
+                "avg": f"CASE WHEN {n} > 0 THEN {_average(s, n, state_types.field(f's{i}').type)} END" if a.func == "avg" else "",
                 "min": _q(f"m{i}"),
                 "max": _q(f"m{i}"),
                 "count_distinct": f"CAST(coalesce({_q(f'm{i}')}, 0) AS BIGINT)",
@@ -353,6 +367,16 @@ class LocalEpoch:
         if current is None:
             raise Untranslatable(f"state table {table.table_name} has keys compared in Spark only")
         return current
+
+
+def _average(s: str, n: str, sum_type: pa.DataType) -> str:
+    """AVG from the exact sum and count as the Spark plan computes it (``aggregate._average``):
+    a DECIMAL sum divided by the count as DECIMAL(20, 0), with Spark's rounding; an integer
+    one in double precision."""
+    if pa.types.is_decimal(sum_type):
+        precision, scale = divide_type((sum_type.precision, sum_type.scale), (20, 0))
+        return decimal_divide(s, f"CAST({n} AS DECIMAL(20, 0))", precision, scale)
+    return f"CAST({s} AS DOUBLE) / CAST({n} AS DOUBLE)"
 
 
 def _cast(table: pa.Table, schema: pa.Schema, names: list[str]) -> pa.Table:

@@ -19,14 +19,17 @@ construct, which keeps that view's epochs in Spark. The rules:
   with a literal pattern (``%`` and ``_`` only), CASE and COALESCE; the operands of one
   comparison must be of one family (numbers, text, dates, …): Spark's implicit casts
   between families ('1.0' = 1) are not mirrored;
-- division, functions, casts other than date literals: refused (DuckDB divides DECIMALs in
-  floating point; Spark rounds them to a derived scale).
+- ``/``: integers in double precision as Spark does; DECIMALs by :func:`spark_divide`, a
+  Python function registered in DuckDB that rounds as Spark does (DuckDB itself divides
+  DECIMALs in floating point). A division by zero fails here, and Spark decides;
+- functions and casts other than date literals: refused.
 """
 
 from __future__ import annotations
 
 import calendar
 import datetime as dt
+import decimal
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -54,6 +57,13 @@ class SqlType:
     precision: int = 0
     scale: int = 0
     integer: bool = False
+    # An integer literal's own digits: Spark gives it DECIMAL(digits, 0) beside a DECIMAL
+    # (spark.sql.legacy.literal.pickMinimumPrecision, on by default), a column its type's.
+    literal_digits: int = 0
+
+    def as_decimal(self) -> tuple[int, int]:
+        """(precision, scale) of this number as Spark's DECIMAL arithmetic sees it."""
+        return (self.literal_digits or self.precision, self.scale)
 
 
 _FAMILIES = ("number", "string", "date", "timestamp", "boolean", "null")
@@ -95,6 +105,54 @@ def _fit(precision: int, scale: int, what: str) -> tuple[int, int]:
     if adjusted < scale:
         raise Untranslatable(f"{what}: Spark rounds its DECIMAL result to scale {adjusted} (exact: {scale})")
     return MAX_PRECISION, scale
+
+
+def divide_type(left: tuple[int, int], right: tuple[int, int]) -> tuple[int, int]:
+    """Spark's DECIMAL type of ``left / right`` (precision loss allowed, Spark's default)."""
+    (p1, s1), (p2, s2) = left, right
+    scale = max(6, s1 + p2 + 1)
+    precision = p1 - s1 + s2 + scale
+    if precision <= MAX_PRECISION:
+        return precision, scale
+    int_digits = precision - scale
+    return MAX_PRECISION, max(MAX_PRECISION - int_digits, min(scale, 6))
+
+
+def _nonzero(sql: str) -> str:
+    return f"(CASE WHEN {sql} = 0 THEN error('division by zero') ELSE {sql} END)"
+
+
+def decimal_divide(left: str, right: str, precision: int, scale: int) -> str:
+    """DuckDB SQL dividing two DECIMAL values as Spark does (see :func:`spark_divide`)."""
+    call = f"{SPARK_DIVIDE}(CAST({left} AS VARCHAR), CAST({_nonzero(right)} AS VARCHAR), {precision}, {scale})"
+    return f"CAST({call} AS DECIMAL({precision}, {scale}))"
+
+
+SPARK_DIVIDE = "ivm_spark_divide"
+_DIVISION = decimal.Context(prec=MAX_PRECISION, rounding=decimal.ROUND_HALF_UP)
+
+
+def spark_divide(left: pa.Array, right: pa.Array, precision: pa.Array, scale: pa.Array) -> pa.Array:
+    """Spark's DECIMAL division over DuckDB's text form of the operands: the quotient to 38
+    significant digits, half up (Java's ``BigDecimal.divide`` with Spark's math context),
+    then to the result's scale, half up; a quotient too wide for the result type fails
+    (Spark's overflow: the epoch goes to Spark, which reports it as Spark does)."""
+    out = []
+    for a, b, p, s in zip(left.to_pylist(), right.to_pylist(), precision.to_pylist(), scale.to_pylist()):
+        if a is None or b is None:
+            out.append(None)
+            continue
+        q = _DIVISION.divide(decimal.Decimal(a), decimal.Decimal(b))
+        q = q.quantize(decimal.Decimal(1).scaleb(-s), rounding=decimal.ROUND_HALF_UP, context=decimal.Context(prec=100))
+        if len(q.as_tuple().digits) > p and q != 0:
+            raise ArithmeticError(f"{q} does not fit DECIMAL({p}, {s})")
+        out.append(str(q))
+    return pa.array(out, pa.string())
+
+
+def register(con) -> None:
+    """Make :func:`spark_divide` callable from ``con``'s SQL."""
+    con.create_function(SPARK_DIVIDE, spark_divide, ["VARCHAR", "VARCHAR", "INTEGER", "INTEGER"], "VARCHAR", type="arrow")
 
 
 def common_type(types: list[SqlType], what: str) -> SqlType:
@@ -156,7 +214,7 @@ class _Translator:
         if re.fullmatch(r"\d+", text):
             if int(text) < 2**63:
                 digits = 10 if int(text) < 2**31 else 20
-                return text, SqlType("number", digits, 0, integer=True)
+                return text, SqlType("number", digits, 0, integer=True, literal_digits=len(text.lstrip("0")) or 1)
         elif re.fullmatch(r"\d*\.\d+|\d+\.\d*", text):
             whole, frac = text.split(".")
             scale, precision = len(frac), max(len((whole + frac).lstrip("0")), len(frac), 1)
@@ -211,17 +269,32 @@ class _Translator:
             # cast makes DuckDB fail too instead of widening, and the epoch goes to Spark.
             digits = max(lt.precision, rt.precision)
             return f"CAST(({left} {op} {right}) AS {_INT_NAMES[digits]})", SqlType("number", digits, 0, integer=True)
+        (p1, s1), (p2, s2) = lt.as_decimal(), rt.as_decimal()
         if op == "*":
-            precision, scale = _fit(lt.precision + rt.precision + 1, lt.scale + rt.scale, what)
+            precision, scale = _fit(p1 + p2 + 1, s1 + s2, what)
         else:
-            scale = max(lt.scale, rt.scale)
-            precision, scale = _fit(max(lt.precision - lt.scale, rt.precision - rt.scale) + scale + 1, scale, what)
+            scale = max(s1, s2)
+            precision, scale = _fit(max(p1 - s1, p2 - s2) + scale + 1, scale, what)
         # Operands widened to 38 digits at their own scale: DuckDB computes the exact value
         # (or fails on overflow), never a narrower intermediate that overflows first.
         return (
-            f"(CAST({left} AS DECIMAL(38, {lt.scale})) {op} CAST({right} AS DECIMAL(38, {rt.scale})))",
+            f"(CAST({left} AS DECIMAL(38, {s1})) {op} CAST({right} AS DECIMAL(38, {s2})))",
             SqlType("number", precision, scale),
         )
+
+    def visit_Div(self, node: exp.Div) -> tuple[str, SqlType]:
+        (left, lt), (right, rt) = self(node.this), self(node.expression)
+        for t in (lt, rt):
+            if t.family not in ("number", "null"):
+                raise Untranslatable(f"/ over a {t.family} ({node.sql('spark')})")
+        if _NULL in (lt, rt):
+            return "NULL", _NULL
+        if lt.integer and rt.integer:
+            # Spark divides integers as DOUBLE; by zero it fails (ANSI) or gives NULL: DuckDB
+            # fails here too, and Spark's epoch decides.
+            return f"(CAST({left} AS DOUBLE) / CAST({_nonzero(right)} AS DOUBLE))", SqlType("double")
+        precision, scale = divide_type(lt.as_decimal(), rt.as_decimal())
+        return decimal_divide(left, right, precision, scale), SqlType("number", precision, scale)
 
     def visit_Add(self, node: exp.Add) -> tuple[str, SqlType]:
         return self._arithmetic(node, "+")

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from ivm_assets.local.epoch import _types
-from ivm_assets.local.expressions import Untranslatable, translate
+from ivm_assets.local.expressions import Untranslatable, register, translate
 from ivm_assets.spark.arrow import to_spark
 
 ROWS = pa.table(
@@ -50,6 +50,11 @@ SAME = [
     "`s` > 'M' AND `s` <> 'prom'",
     "`b` IS NULL",
     "`f`",
+    "`d` / 7",
+    "`i` / 4",
+    "100.00 * `d` / 3.3",
+    "`d` * `d` / 0.07",
+    "`b` / (`d` + 0.01)",
 ]
 
 
@@ -57,6 +62,7 @@ SAME = [
 def test_values_equal_spark(spark, sql):
     translated, _ = translate(sql, _types(ROWS))
     con = duckdb.connect()
+    register(con)
     con.register("t", ROWS)
     ours = [r[0] for r in con.sql(f"SELECT {translated} FROM t").fetchall()]
     theirs = [r[0] for r in to_spark(spark, ROWS).selectExpr(sql).collect()]
@@ -75,7 +81,7 @@ def _plain(value):
 @pytest.mark.parametrize(
     ("sql", "construct"),
     [
-        ("`d` / 2", "DIV"),
+        ("`s` / 2", "over a string"),
         ("upper(`s`)", "UPPER"),
         ("`s` = 1", "Spark casts implicitly"),
         ("`f` + 1", "type double"),
@@ -96,3 +102,12 @@ def test_decimal_products_spark_rounds_are_refused():
     wide = {"x": SqlType("number", 38, 10), "y": SqlType("number", 38, 10)}
     with pytest.raises(Untranslatable, match="Spark rounds"):
         translate("`x` * `y`", wide)
+
+
+def test_a_division_by_zero_fails_instead_of_guessing_sparks_answer():
+    translated, _ = translate("`d` / `e`", _types(ROWS))
+    con = duckdb.connect()
+    register(con)
+    con.register("t", ROWS)
+    with pytest.raises(duckdb.Error, match="division by zero"):
+        con.sql(f"SELECT {translated} FROM t").fetchall()
