@@ -34,6 +34,8 @@ def test_filter_project_aggregate_distinct_run_in_process_and_match_a_recompute(
     builder.view("total", "SELECT SUM(amount) AS total, COUNT(*) AS n, MIN(amount) AS low, COUNT(DISTINCT region) AS regions FROM orders WHERE cust IN (0, 1)")
     builder.view("extremes", "SELECT cust, MAX(region) AS last_region, MIN(qty) AS low, COUNT(DISTINCT qty) AS qtys FROM orders GROUP BY cust")
     builder.view("pairs", "SELECT DISTINCT cust, region FROM orders WHERE qty > 2")
+    builder.view("top_custs", "SELECT cust, SUM(amount) AS total FROM orders GROUP BY cust ORDER BY total DESC LIMIT 2")
+    builder.view("firsts", "SELECT id, amount FROM orders WHERE qty > 1 ORDER BY amount, id LIMIT 3 OFFSET 1")
     project = builder.load()
     project.refresh()
     write_deltalake(uri, _orders([(100, 1, "north", Decimal("7.50"), None), (101, 2, "east", Decimal("3.00"), 4), (102, 0, None, Decimal("29.99"), 2)]), mode="append")
@@ -47,6 +49,7 @@ def test_filter_project_aggregate_distinct_run_in_process_and_match_a_recompute(
     delta.delete_rows(uri, "id > 0")
     assert {r.engine for r in _refresh(project).values()} == {"in process"}
     assert output_rows(project, "by_region") == output_rows(project, "extremes") == output_rows(project, "pairs") == []
+    assert output_rows(project, "top_custs") == output_rows(project, "firsts") == []
     assert output_rows(project, "total") == [(None, 0, None, 0)]
     assert_oracle(project)
 
@@ -55,7 +58,10 @@ OUTSIDE_THE_RULES = {
     "outer": ("SELECT o.id, p.id AS pid FROM orders o LEFT JOIN orders p ON o.cust = p.qty", "no in-process rule for left outer join"),
     "upper": ("SELECT region, SUM(qty) AS q FROM orders WHERE upper(region) = 'NORTH' GROUP BY region", "UPPER"),
     "cast": ("SELECT region, COUNT(*) AS n FROM orders WHERE cust = '1' GROUP BY region", "Spark casts implicitly"),
-    "firsts": ("SELECT * FROM (SELECT id, amount FROM orders ORDER BY amount DESC LIMIT 2)", "no in-process rule for top"),
+    "firsts": (
+        "SELECT id, cust FROM (SELECT id, cust, ROW_NUMBER() OVER (PARTITION BY cust ORDER BY id) AS n FROM orders) WHERE n <= 1",
+        "top-k per partition",
+    ),
 }
 
 
