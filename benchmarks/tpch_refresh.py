@@ -810,6 +810,7 @@ def report(args: argparse.Namespace, ctx: Context, runs: list[ViewRun], batches:
         "repeats": args.repeats,
         "one_row_repeats": args.one_row_repeats,
         "seed": args.seed,
+        "spark_epochs": args.spark_epochs,
         "machine": machine_info(ctx.spark),
     }
     machine = meta["machine"]
@@ -822,7 +823,8 @@ def report(args: argparse.Namespace, ctx: Context, runs: list[ViewRun], batches:
         f"load average at the end (1/5/15 min): {' / '.join(map(str, machine['load_average_at_end']))}",
         "",
         f"Options: `--sf {args.sf:g} --batch-fraction {args.batch_fraction:g} --rf2 {args.rf2} --dim-updates {args.dim_updates} "
-        f"--repeats {args.repeats} --one-row-repeats {args.one_row_repeats} --seed {args.seed}`.",
+        f"--repeats {args.repeats} --one-row-repeats {args.one_row_repeats} --seed {args.seed}"
+        f"{' --spark-epochs' if args.spark_epochs else ''}`.",
         "",
         f"Each batch: {batches.describe()} Times are medians of {args.repeats} batches; *full s* is Spark "
         "recomputing the view's SQL over the snapshots and writing it to Delta, *duckdb s* DuckDB running the same SQL "
@@ -866,6 +868,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="customers and suppliers updated per batch (parts: 2/5 as many); 0 disables (default 5)")
     parser.add_argument("--one-row-repeats", type=int, default=3,
                         help="one-row changes timed per view after the batches (median reported); 0 disables (default 3)")
+    parser.add_argument("--spark-epochs", action="store_true",
+                        help="run every incremental epoch in Spark, none in process (for comparing the two)")
     args = parser.parse_args(argv)
     args.views = [v.strip() for v in args.views.split(",") if v.strip()]
     unknown = sorted(set(args.views) - set(VIEWS))
@@ -878,6 +882,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    if args.spark_epochs:
+        os.environ["IVM_SMALL_EPOCHS"] = "spark"  # see docs/architecture.md, Small epochs in process
     spark = get_spark()
     try:
         ctx = prepare(spark, args.sf, args.views)

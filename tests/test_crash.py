@@ -150,7 +150,7 @@ def test_two_attempts_of_one_epoch_apply_it_once(builder, monkeypatch):
     epoch = Epoch("ivm:sales", record.epoch, {})
 
     def attempt() -> None:
-        refresh._run_epoch(project.spark, view, where, relations, record, epoch, project.config.state_buckets)
+        refresh._run_epoch(project.spark, view, where, relations, record, epoch, project.config.state_buckets, {})
 
     tables = [where.output, *(f"{where.state_root}/{name}" for name in record.payload["state_versions"])]
     attempt()

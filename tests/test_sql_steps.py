@@ -64,6 +64,7 @@ import pytest
 import yaml
 
 from tests.conftest import assert_oracle, output_rows
+from tests.operators.harness import epochs_alternating
 from ivm_assets.spark.session import tuned_for
 
 # IVM_STEP_FIXTURES points the runner at another folder of fixtures (to try one out).
@@ -291,7 +292,8 @@ def _run_step(run: FileRun, index: int) -> None:
     run.done = index
     run.broken = True
     _apply_step(run, step)
-    results = run.project.refresh()
+    with epochs_alternating(index):
+        results = run.project.refresh()
     _check(run, results, step.get("expect"), {**modes, **(step.get("mode") or {})}, "incremental")
     run.broken = False
 

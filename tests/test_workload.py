@@ -10,6 +10,7 @@ import pyarrow as pa
 
 from ivm_assets.delta import tables as delta
 from tests.conftest import assert_oracle
+from tests.operators.harness import epochs_alternating
 
 # 6 epochs (~15 s each with the windows, top-k and scalar-subquery views) keep the whole
 # suite within its 15 minutes on a slow 2-core machine (it was at 15.5 min with 8);
@@ -92,9 +93,10 @@ def test_random_workload(builder):
     assert_oracle(project)
     state = {"next": 13, "live": [o["id"] for o in initial]}
     modes = []
-    for _ in range(EPOCHS):
+    for epoch in range(EPOCHS):
         _epoch_changes(rng, builder, state)
-        results = project.refresh()
+        with epochs_alternating(epoch):
+            results = project.refresh()
         modes.extend((r.view, r.mode) for r in results)
         assert_oracle(project)
     assert all(mode in ("incremental", "unchanged") for view, mode in modes), modes

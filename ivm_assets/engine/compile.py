@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import SparkSession
@@ -41,8 +42,10 @@ class ViewDefinition:
     settings: ViewSettings
     dependencies: tuple[str, ...]
 
-    @property
+    @cached_property
     def sql_hash(self) -> str:
+        """Hash of the normalized statement (generating its text costs ~4 ms, asked for
+        several times a refresh)."""
         return sql_hash(self.statement)
 
 

@@ -11,6 +11,7 @@ apply it once.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 
@@ -340,10 +341,17 @@ def _run_epoch(
     return stats
 
 
+# Set to "spark" to run every epoch in Spark (to compare the two, or to rule one out).
+SMALL_EPOCHS_ENV = "IVM_SMALL_EPOCHS"
+
+
 def _in_process(ctx: EpochContext, view: CompiledView, tables: dict[str, pa.Table], notes: dict[str, str]) -> Batch | None:
     """The output change of a small incremental epoch computed in process
     (:mod:`ivm_assets.local.epoch`), its state commits queued; None, with the reason in
     ``notes["engine"]``, when the epoch must run in Spark (nothing was committed)."""
+    if os.environ.get(SMALL_EPOCHS_ENV, "").lower() == "spark":
+        notes["engine"] = f"spark: {SMALL_EPOCHS_ENV}=spark"
+        return None
     if sum(ctx.change_rows.values()) > LOCAL_CHANGE_ROWS:
         notes["engine"] = f"spark: {sum(ctx.change_rows.values())} change rows (in process up to {LOCAL_CHANGE_ROWS})"
         return None

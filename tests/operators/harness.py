@@ -9,6 +9,8 @@ from __future__ import annotations
 import itertools
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from hypothesis import HealthCheck, settings
@@ -16,6 +18,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import ProjectBuilder, assert_oracle
 from tests.random_changes import apply_random_batch, initial_table
+from ivm_assets.engine.refresh import SMALL_EPOCHS_ENV
 
 # Every example costs several Spark jobs per batch; CI keeps the count small, a developer
 # can raise it (IVM_PROPERTY_EXAMPLES=25) for a deeper search.
@@ -28,6 +31,24 @@ property_settings = settings(
     derandomize=True,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
 )
+
+
+@contextmanager
+def epochs_alternating(step: int) -> Iterator[None]:
+    """Odd steps run their epochs in Spark, even ones in process where they can: both ways
+    of running an operator are tested, and so is handing state from one to the other."""
+    before = os.environ.get(SMALL_EPOCHS_ENV)
+    if before == "spark":  # every epoch in Spark was asked for (the run over Spark Connect)
+        yield
+        return
+    os.environ[SMALL_EPOCHS_ENV] = "spark" if step % 2 else "auto"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(SMALL_EPOCHS_ENV)
+        else:
+            os.environ[SMALL_EPOCHS_ENV] = before
 
 
 def run_random_batches(spark, data, views: dict[str, str], tables: tuple[str, ...] = ("t",)) -> None:
@@ -45,10 +66,11 @@ def run_random_batches(spark, data, views: dict[str, str], tables: tuple[str, ..
         project = builder.load()
         project.refresh()
         assert_oracle(project)
-        for _ in range(BATCHES):
+        for batch in range(BATCHES):
             for name in tables:
                 if data.draw(st.booleans(), label=f"change {name}"):
                     apply_random_batch(data, builder.uri(name), ids, live[name])
-            results = project.refresh()
+            with epochs_alternating(batch):
+                results = project.refresh()
             assert all(r.mode in ("incremental", "unchanged") for r in results), [r.summary() for r in results]
             assert_oracle(project)

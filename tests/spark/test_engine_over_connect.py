@@ -37,7 +37,8 @@ def connect_report(connect_server, tmp_path_factory) -> dict[str, list[tuple[str
     report = folder / "report.xml"
     child = subprocess.run(
         [sys.executable, "-m", "pytest", "tests/test_sql_steps.py", "-q", "-p", "no:cacheprovider", f"--junitxml={report}"],
-        cwd=ROOT, env={**os.environ, **env, "IVM_SPARK_REMOTE": server.url, "IVM_STEP_FIXTURES": str(folder)},
+        # Every epoch in Spark: in process, an epoch would not touch the Connect server.
+        cwd=ROOT, env={**os.environ, **env, "IVM_SPARK_REMOTE": server.url, "IVM_STEP_FIXTURES": str(folder), "IVM_SMALL_EPOCHS": "spark"},
         capture_output=True, text=True, timeout=1800,
     )
     assert report.exists(), child.stdout[-3000:] + child.stderr[-3000:]
