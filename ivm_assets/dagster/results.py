@@ -45,6 +45,8 @@ def materialize_result(project: IvmProject, result: RefreshResult, spec: dg.Asse
         metadata["ivm/reason"] = dg.MetadataValue.md(result.reason)
     if result.cost:
         metadata["ivm/cost"] = dg.MetadataValue.md(result.cost)
+    if result.engine:
+        metadata["ivm/engine"] = result.engine  # "in process", or "spark: <why not in process>"
     columns = None
     if delta.is_delta_table(where.output):
         version = delta.latest_version(where.output)

@@ -32,7 +32,7 @@ from ivm_assets.local.expressions import (
 )
 
 __all__ = ["LOCAL_CHANGE_ROWS", "LocalEpoch", "Untranslatable", "missing_rule"]
-from ivm_assets.local.spark_hash import buckets as spark_buckets
+from ivm_assets.local.spark_hash import as_double, buckets as spark_buckets
 from ivm_assets.operators.aggregate import _COUNT, _GLOBAL, AggregateOp
 from ivm_assets.operators.base import Batch, EpochContext, Operator
 from ivm_assets.operators.distinct import DistinctOp
@@ -399,14 +399,21 @@ class LocalEpoch:
 
     def _hashes(self, table: StateTable) -> tuple[str, ...]:
         """How each key enters the bucket hash, as the table recorded it."""
-        hashes = StateLayout.from_json(self._layout(table)).hashes
-        if "double" in hashes:
-            raise Untranslatable(f"state table {table.table_name} hashes a key as DOUBLE")
-        return hashes
+        return StateLayout.from_json(self._layout(table)).hashes
 
     def _buckets(self, table: pa.Table, keys: tuple[str, ...], hashes: tuple[str, ...]) -> pa.Array:
         """``pmod(hash(keys), buckets)`` per row, as :func:`~ivm_assets.state.arrangement.with_bucket`."""
-        columns = [table.column(k).cast(pa.int64()) if h == "bigint" else table.column(k) for k, h in zip(keys, hashes) if h != UNHASHED]
+        columns = []
+        for key, how in zip(keys, hashes):
+            if how == "bigint":
+                columns.append(table.column(key).cast(pa.int64()))
+            elif how == "double":
+                doubles = as_double(table.column(key))
+                if doubles is None:
+                    raise Untranslatable(f"the key {key} of type {table.schema.field(key).type} hashed as DOUBLE")
+                columns.append(doubles)
+            elif how != UNHASHED:
+                columns.append(table.column(key))
         if not columns:
             return pa.array([0] * table.num_rows, pa.int32())
         found = spark_buckets(columns, self.ctx.buckets)

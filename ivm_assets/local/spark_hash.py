@@ -108,6 +108,29 @@ def _column_hash(values: pa.Array, seed: np.ndarray) -> np.ndarray | None:
     return np.where(valid, hashed, seed)
 
 
+def as_double(values: pa.Array | pa.ChunkedArray) -> pa.Array | None:
+    """``CAST(values AS DOUBLE)`` as Spark computes it, for keys hashed as DOUBLE (numbers of
+    two kinds joined); None where the mirror could differ.
+
+    Integers and doubles convert as in Java. A DECIMAL of up to 18 digits is Spark's
+    ``unscaled / 10^scale`` in doubles, which equals the correctly rounded value (Python's
+    ``float(Decimal)``) while the unscaled value is below 2^53; beyond, Spark rounds twice,
+    and wider DECIMALs go through ``BigDecimal.doubleValue``: both left to Spark.
+    """
+    values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    t = values.type
+    if pa.types.is_integer(t) or pa.types.is_floating(t):
+        return values.cast(pa.float64(), safe=False)  # rounded to nearest, as Java's (double) long
+    if not (pa.types.is_decimal128(t) and t.precision <= 18):
+        return None
+    out = []
+    for v in values.to_pylist():
+        if v is not None and abs(int(v.scaleb(t.scale))) >= 2**53:
+            return None
+        out.append(None if v is None else float(v))
+    return pa.array(out, pa.float64())
+
+
 def spark_hash(columns: list[pa.Array]) -> np.ndarray | None:
     """``hash(c1, c2, …)`` per row as Spark computes it (int32), or None when some column's
     type is not mirrored here (see the module doc)."""

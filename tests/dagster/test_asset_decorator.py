@@ -41,6 +41,7 @@ def test_subset_run_refreshes_only_the_selection_incrementally(demo_run):
     assert list(done) == ["order_status_funnel"]
     values = meta(done["order_status_funnel"])
     assert values["ivm/mode"] == "incremental" and "ivm/reason" not in values  # no empty row in the UI
+    assert values["ivm/engine"] == "in process"
     result = demo_run.materialize(["top_customers"])
     reason = materializations(result)["top_customers"].metadata["ivm/reason"]
     assert isinstance(reason, dg.MarkdownMetadataValue)  # wraps in the UI instead of being cut off

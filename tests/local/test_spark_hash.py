@@ -46,3 +46,15 @@ def test_columns_chain_and_buckets_match_spark(spark):
 def test_unmirrored_types_are_refused():
     assert spark_hash([pa.array([[1]], pa.list_(pa.int64()))]) is None
     assert spark_hash([pa.array([1.5], pa.float32())]) is None
+
+
+def test_keys_hashed_as_double_match_spark_casts(spark):
+    """Numbers of two kinds joined are hashed as DOUBLE: the driver's cast must be Spark's."""
+    from ivm_assets.local.spark_hash import as_double
+
+    table = pa.table({"dec": COLUMNS["dec"], "i64": COLUMNS["i64"], "i32": COLUMNS["i32"], "tiny": pa.array([Decimal("0.07"), Decimal("-0.3"), Decimal("1e-2"), None] * 2 + [Decimal("9999999.99")] * 2, pa.decimal128(9, 2))})
+    names = list(table.column_names)
+    theirs = to_spark(spark, table).select(*[F.hash(F.col(n).cast("double")) for n in names]).collect()
+    for i, name in enumerate(names):
+        assert spark_hash([as_double(table.column(name))]).tolist() == [r[i] for r in theirs], name
+    assert as_double(pa.array([Decimal("12345678901234.5678")], pa.decimal128(18, 4))) is None  # unscaled ≥ 2^53
