@@ -30,8 +30,6 @@ from ivm_assets.delta.tables import WEIGHT
 from ivm_assets.local.expressions import (
     SqlType, Untranslatable, arrow_type, common_type, decimal_divide, divide_type, register, translate,
 )
-
-__all__ = ["LOCAL_CHANGE_ROWS", "LocalEpoch", "Untranslatable", "missing_rule"]
 from ivm_assets.local.spark_hash import as_double, buckets as spark_buckets
 from ivm_assets.operators.aggregate import _COUNT, _GLOBAL, AggregateOp
 from ivm_assets.operators.base import Batch, EpochContext, Operator
@@ -43,6 +41,8 @@ from ivm_assets.spark.arrow import normalize_table
 from ivm_assets.sql.incrementalize import operators
 from ivm_assets.state import driver_rows
 from ivm_assets.state.arrangement import BUCKET, EPOCH, UNHASHED, StateLayout, StateTable
+
+__all__ = ["LOCAL_CHANGE_ROWS", "LocalEpoch", "Untranslatable", "missing_rule"]
 
 # An epoch whose sources changed by more rows than this runs in Spark, which spreads it over
 # the executors; below it, the driver holds every change and state row the epoch touches.
