@@ -357,7 +357,7 @@ def _in_process(ctx: EpochContext, view: CompiledView, tables: dict[str, pa.Tabl
         return None
     stats = dict(ctx.stats)
     try:
-        change = LocalEpoch(ctx, tables).run(view.root, view.root.columns, arrow_schema(view.schema))
+        change = LocalEpoch(ctx, tables).run(view.root, arrow_schema(view.schema))
     except Untranslatable as why:
         ctx.writes.clear()
         ctx.stats.clear()

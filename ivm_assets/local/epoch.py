@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 from ivm_assets.delta import tables as delta
 from ivm_assets.delta.tables import WEIGHT
 from ivm_assets.local.expressions import (
-    SqlType, Untranslatable, arrow_type, common_type, decimal_divide, divide_type, register, translate,
+    VALUE_FAMILIES, SqlType, Untranslatable, arrow_type, common_type, decimal_divide, divide_type, register, translate,
 )
 from ivm_assets.local.spark_hash import as_double, buckets as spark_buckets
 from ivm_assets.operators.aggregate import _COUNT, _GLOBAL, AggregateOp
@@ -39,8 +39,7 @@ from ivm_assets.operators.linear import FilterOp, ProjectOp, ScanOp, UnionAllOp
 from ivm_assets.operators.top_k import TopKOp
 from ivm_assets.spark.arrow import normalize_table
 from ivm_assets.sql.incrementalize import operators
-from ivm_assets.state import driver_rows
-from ivm_assets.state.arrangement import BUCKET, EPOCH, UNHASHED, StateLayout, StateTable
+from ivm_assets.state.arrangement import BUCKET, UNHASHED, StateLayout, StateTable
 
 __all__ = ["LOCAL_CHANGE_ROWS", "LocalEpoch", "Untranslatable", "missing_rule"]
 
@@ -85,11 +84,11 @@ class LocalEpoch:
         self.con = _connection()
         self._done: dict[str, pa.Table] = {}
 
-    def run(self, root: Operator, internal: tuple[str, ...], schema: pa.Schema) -> pa.Table:
+    def run(self, root: Operator, schema: pa.Schema) -> pa.Table:
         """The view's output change: ``root``'s change renamed and typed as ``schema`` says,
         consolidated. Queues the state commits in ``ctx.writes`` as Spark's epoch does."""
         change = self.change(root)
-        named = change.select([*internal, WEIGHT]).rename_columns([*schema.names, WEIGHT])
+        named = change.select([*root.columns, WEIGHT]).rename_columns([*schema.names, WEIGHT])
         # DECIMALs narrowed by DuckDB, which rounds half away from zero as Spark's cast does
         # (an AVG's quotient to the view's type); Arrow's cast refuses to round.
         columns = [
@@ -194,7 +193,7 @@ class LocalEpoch:
             residual, _ = translate(op.residual, _types(out))
             out = self.sql(f"SELECT * FROM t WHERE {residual}", t=out)
         for table, change in ((op.left_state, dl), (op.right_state, dr)):
-            table.write(self.ctx, Batch.of_table(self.ctx.spark, change), StateLayout.from_json(self._layout(table)).types())
+            self._write(table, change)
         if out is None:
             return pa.schema([*(dl.schema.field(c) for c in op.left.columns), *(dr.schema.field(c) for c in op.right.columns), pa.field(WEIGHT, pa.int64())]).empty_table()
         return self.consolidate(out, op.columns)
@@ -202,7 +201,7 @@ class LocalEpoch:
     def _lookup(self, table: StateTable, touched: pa.Table, keys: tuple[str, ...]) -> pa.Table | None:
         """The current rows of ``table`` whose keys equal a key of ``touched`` (None: no state)."""
         read = table.read(self.ctx, Batch.of_table(self.ctx.spark, touched), keys)
-        return self._current(table, read, table.keys)
+        return self._current(table, read)
 
     # --- distinct: a row enters when its count rises above 0, leaves when it falls to 0 ----
     def visit_DistinctOp(self, op: DistinctOp) -> pa.Table:
@@ -211,7 +210,7 @@ class LocalEpoch:
             return change
         batch = change.append_column(BUCKET, self._buckets(change, op.columns, self._hashes(op.counts)))
         old = self._lookup(op.counts, batch, op.columns)
-        op.counts.write(self.ctx, Batch.of_table(self.ctx.spark, batch), StateLayout.from_json(self._layout(op.counts)).types())
+        self._write(op.counts, batch)
         cols = ", ".join(f"d.{_q(c)}" for c in op.columns)
         w = _q(WEIGHT)
         if old is None:
@@ -227,18 +226,18 @@ class LocalEpoch:
             raise Untranslatable("top-k per partition")
         change = self.consolidate(self.change(op.input), op.row_columns)
         for name, _, _ in op.order:
-            if arrow_type(change.schema.field(name).type).family not in ("number", "string", "date", "timestamp", "boolean"):
+            if arrow_type(change.schema.field(name).type).family not in VALUE_FAMILIES:
                 raise Untranslatable(f"top-k ordered by a column of type {change.schema.field(name).type}")
         if change.num_rows == 0:
             return change
         batch = change.append_column(BUCKET, pa.array([0] * change.num_rows, pa.int32()))  # no partition: one bucket
         schema = pa.schema([change.schema.field(c) for c in op.row_columns] + [pa.field(WEIGHT, pa.int64())])
-        old = self._current(op.top, op.top.read(self.ctx, None, ()), ())
+        old = self._current(op.top, op.top.read(self.ctx, None, ()))
         old = _cast(old, schema, [*op.row_columns, WEIGHT]) if old is not None else None
         new = _cast(self._first(op, self._advance(op, old, change)), schema, schema.names)
         if int(pc.sum(new.column(WEIGHT)).as_py() or 0) < op.offset + op.limit:
             # Deletes drained the buffer: refill from the whole input A + ΔA.
-            rows = self._current(op.rows, op.rows.read(self.ctx, Batch.of_table(self.ctx.spark, batch), ()), ())
+            rows = self._current(op.rows, op.rows.read(self.ctx, Batch.of_table(self.ctx.spark, batch), ()))
             everything = self.consolidate(pa.concat_tables([_cast(rows, schema, schema.names), change]), op.row_columns) if rows is not None else change
             new = _cast(self._first(op, everything), schema, schema.names)
             self.ctx.stats["top_k_refills"] = self.ctx.stats.get("top_k_refills", 0) + 1
@@ -246,10 +245,9 @@ class LocalEpoch:
         out = self.consolidate(pa.concat_tables(shown), op.columns)
         gone = old.set_column(len(op.row_columns), WEIGHT, pc.negate(old.column(WEIGHT))) if old is not None else None
         buffer_change = self.consolidate(pa.concat_tables([new, gone]), op.row_columns) if gone is not None else new
-        layout = StateLayout.from_json(self._layout(op.rows)).types()
-        op.rows.write(self.ctx, Batch.of_table(self.ctx.spark, batch), layout)
+        self._write(op.rows, batch)
         buffer_change = buffer_change.append_column(BUCKET, pa.array([0] * buffer_change.num_rows, pa.int32()))
-        op.top.write(self.ctx, Batch.of_table(self.ctx.spark, buffer_change), StateLayout.from_json(self._layout(op.top)).types())
+        self._write(op.top, buffer_change)
         return out
 
     @staticmethod
@@ -296,7 +294,7 @@ class LocalEpoch:
             return self.sql(self._output_query(op, "g", 1, state_types, alive=True) + " LIMIT 0", g=empty)
         hashes = self._hashes(op.groups)
         touched = Batch.of_table(self.ctx.spark, change.select(list(keys)).append_column(BUCKET, self._buckets(change, keys, hashes)))
-        old = self._current(op.groups, op.groups.read(self.ctx, touched if op.keys else None, keys), keys)
+        old = self._current(op.groups, op.groups.read(self.ctx, touched if op.keys else None, keys))
         both = f"SELECT {', '.join(_q(c) for c in names)} FROM c"
         if old is not None:
             old = _cast(old, state_types, names)
@@ -306,7 +304,7 @@ class LocalEpoch:
         combined = self.sql(f"SELECT {key_list}, {sums} FROM ({both}) GROUP BY {key_list}", c=change, **({"o": old} if old is not None else {}))
         new = _cast(combined, state_types, names)
         stored = new.append_column(BUCKET, self._buckets(new, keys, hashes))
-        op.groups.write(self.ctx, Batch.of_table(self.ctx.spark, stored), StateLayout.from_json(self._layout(op.groups)).types())
+        self._write(op.groups, stored)
         old_values, new_values = self._values(op, delta_in, touched if op.keys else None)
         parts = [self._output_query(op, "n", 1, state_types, alive=bool(op.keys))]
         tables = {"n": self._with_values(op, new, new_values)}
@@ -325,7 +323,7 @@ class LocalEpoch:
         key_list = ", ".join(_q(k) for k in keys)
         for i, table in op.values.items():
             agg = op.aggs[i]
-            if arrow_type(delta_in.schema.field(agg.arg).type).family not in ("number", "string", "date", "timestamp", "boolean"):
+            if arrow_type(delta_in.schema.field(agg.arg).type).family not in VALUE_FAMILIES:
                 raise Untranslatable(f"{agg.func.upper()} over a column of type {delta_in.schema.field(agg.arg).type}")
             schema = self._state_schema(table)
             dv = self.sql(
@@ -334,9 +332,8 @@ class LocalEpoch:
                 d=delta_in,
             )
             dv = _cast(dv, schema, [*keys, "v", WEIGHT])
-            table.write(self.ctx, Batch.of_table(self.ctx.spark, dv.append_column(BUCKET, self._buckets(dv, keys, self._hashes(table)))),
-                        StateLayout.from_json(self._layout(table)).types())
-            old_rows = self._current(table, table.read(self.ctx, touched, keys), keys)
+            self._write(table, dv.append_column(BUCKET, self._buckets(dv, keys, self._hashes(table))))
+            old_rows = self._current(table, table.read(self.ctx, touched, keys))
             new_rows = self.consolidate(pa.concat_tables([_cast(old_rows, schema, [*keys, "v", WEIGHT]), dv]) if old_rows is not None else dv, (*keys, "v"))
             value = {"min": "min(v)", "max": "max(v)", "count_distinct": "count(v)"}[agg.func]
             query = f"SELECT {key_list}, {value} AS {_q(f'm{i}')} FROM r WHERE {_q(WEIGHT)} > 0 GROUP BY {key_list}"
@@ -427,16 +424,19 @@ class LocalEpoch:
             raise Untranslatable(f"state table {table.table_name} does not exist yet")
         return delta.arrow_schema(table.uri(self.ctx), version)
 
-    def _current(self, table: StateTable, read, keys: tuple[str, ...]) -> pa.Table | None:
+    def _current(self, table: StateTable, read) -> pa.Table | None:
         """The state's current rows for the touched keys, as Arrow (None: no state rows)."""
         if read is None:
             return None
-        if read.table is None:
-            raise Untranslatable(f"state table {table.table_name} is read in Spark (too large for the driver)")
-        current = driver_rows.latest(read.table, keys, EPOCH) if table.layout_kind == "latest" else driver_rows.consolidated(read.table, table.columns, WEIGHT)
+        current = table.current_on_driver(read)
         if current is None:
-            raise Untranslatable(f"state table {table.table_name} has keys compared in Spark only")
+            where = "is read in Spark (too large for the driver)" if read.table is None else "has keys compared in Spark only"
+            raise Untranslatable(f"state table {table.table_name} {where}")
         return current
+
+    def _write(self, table: StateTable, rows: pa.Table) -> None:
+        """Queue the append of ``rows`` (with ``__bucket``) to ``table``, hashed as recorded."""
+        table.write(self.ctx, Batch.of_table(self.ctx.spark, rows), StateLayout.from_json(self._layout(table)).types())
 
 
 def _average(s: str, n: str, sum_type: pa.DataType) -> str:

@@ -66,7 +66,9 @@ class SqlType:
         return (self.literal_digits or self.precision, self.scale)
 
 
-_FAMILIES = ("number", "string", "date", "timestamp", "boolean", "null")
+# Families of values the rules handle (ordered and compared alike in both engines).
+VALUE_FAMILIES = ("number", "string", "date", "timestamp", "boolean")
+_FAMILIES = (*VALUE_FAMILIES, "null")
 _NULL = SqlType("null")
 _BOOL = SqlType("boolean")
 _INT_DIGITS = {8: 3, 16: 5, 32: 10, 64: 20}
@@ -193,6 +195,14 @@ class _Translator:
             raise Untranslatable(f"no in-process rule for {type(node).__name__.upper()} ({node.sql('spark')})")
         return visit(node)
 
+    def _operand(self, node: exp.Expression, family: str, what: str) -> tuple[str, SqlType]:
+        """``node`` translated, refused unless of ``family`` (or NULL); ``what`` names the
+        construct that needs it in the message."""
+        sql, t = self(node)
+        if t.family not in (family, "null"):
+            raise Untranslatable(f"{what} over a {t.family}")
+        return sql, t
+
     def visit_Paren(self, node: exp.Paren) -> tuple[str, SqlType]:
         sql, t = self(node.this)
         return f"({sql})", t
@@ -257,13 +267,10 @@ class _Translator:
     def _arithmetic(self, node: exp.Binary, op: str) -> tuple[str, SqlType]:
         if op in "+-" and (day := self._date_literal(node)) is not None:
             return f"DATE '{day.isoformat()}'", SqlType("date")
-        (left, lt), (right, rt) = self(node.this), self(node.expression)
-        for t in (lt, rt):
-            if t.family not in ("number", "null"):
-                raise Untranslatable(f"{op} over a {t.family} ({node.sql('spark')})")
+        what = node.sql("spark")
+        (left, lt), (right, rt) = (self._operand(side, "number", f"{op} in {what}") for side in (node.this, node.expression))
         if _NULL in (lt, rt):
             return "NULL", _NULL
-        what = node.sql("spark")
         if lt.integer and rt.integer:
             # Spark keeps the wider operand's type (an overflow fails under ANSI mode); the
             # cast makes DuckDB fail too instead of widening, and the epoch goes to Spark.
@@ -283,10 +290,8 @@ class _Translator:
         )
 
     def visit_Div(self, node: exp.Div) -> tuple[str, SqlType]:
-        (left, lt), (right, rt) = self(node.this), self(node.expression)
-        for t in (lt, rt):
-            if t.family not in ("number", "null"):
-                raise Untranslatable(f"/ over a {t.family} ({node.sql('spark')})")
+        what = f"/ in {node.sql('spark')}"
+        (left, lt), (right, rt) = (self._operand(side, "number", what) for side in (node.this, node.expression))
         if _NULL in (lt, rt):
             return "NULL", _NULL
         if lt.integer and rt.integer:
@@ -306,9 +311,7 @@ class _Translator:
         return self._arithmetic(node, "*")
 
     def visit_Neg(self, node: exp.Neg) -> tuple[str, SqlType]:
-        sql, t = self(node.this)
-        if t.family not in ("number", "null"):
-            raise Untranslatable(f"unary minus over a {t.family}")
+        sql, t = self._operand(node.this, "number", "unary minus")
         return f"(-{sql})", t
 
     def _compare(self, node: exp.Binary) -> tuple[str, SqlType]:
@@ -319,13 +322,8 @@ class _Translator:
     visit_EQ = visit_NEQ = visit_LT = visit_LTE = visit_GT = visit_GTE = visit_NullSafeEQ = _compare
 
     def _logic(self, node: exp.Expression, op: str) -> tuple[str, SqlType]:
-        parts = []
-        for side in (node.this, node.expression):
-            sql, t = self(side)
-            if t.family not in ("boolean", "null"):
-                raise Untranslatable(f"{op} over a {t.family}")
-            parts.append(sql)
-        return f"({parts[0]} {op} {parts[1]})", _BOOL
+        (left, _), (right, _) = (self._operand(side, "boolean", op) for side in (node.this, node.expression))
+        return f"({left} {op} {right})", _BOOL
 
     def visit_And(self, node: exp.And) -> tuple[str, SqlType]:
         return self._logic(node, "AND")
@@ -334,9 +332,7 @@ class _Translator:
         return self._logic(node, "OR")
 
     def visit_Not(self, node: exp.Not) -> tuple[str, SqlType]:
-        sql, t = self(node.this)
-        if t.family not in ("boolean", "null"):
-            raise Untranslatable(f"NOT over a {t.family}")
+        sql, _ = self._operand(node.this, "boolean", "NOT")
         return f"(NOT {sql})", _BOOL
 
     def visit_Is(self, node: exp.Is) -> tuple[str, SqlType]:
@@ -363,9 +359,7 @@ class _Translator:
         pattern = node.expression
         if not (isinstance(pattern, exp.Literal) and pattern.is_string) or "\\" in pattern.this:
             raise Untranslatable("LIKE with a pattern that is not a plain literal")
-        x, xt = self(node.this)
-        if xt.family not in ("string", "null"):
-            raise Untranslatable(f"LIKE over a {xt.family}")
+        x, _ = self._operand(node.this, "string", "LIKE")
         return f"({x} LIKE {self(pattern)[0]})", _BOOL
 
     def visit_Case(self, node: exp.Case) -> tuple[str, SqlType]:
@@ -373,9 +367,7 @@ class _Translator:
             raise Untranslatable("CASE x WHEN … (simple CASE)")
         parts, results = [], []
         for branch in node.args["ifs"]:
-            cond, ct = self(branch.this)
-            if ct.family not in ("boolean", "null"):
-                raise Untranslatable(f"a CASE condition of type {ct.family}")
+            cond, _ = self._operand(branch.this, "boolean", "a CASE condition")
             value, vt = self(branch.args["true"])
             parts.append(f"WHEN {cond} THEN {value}")
             results.append(vt)

@@ -311,14 +311,17 @@ class StateTable:
     def current(self, read: StateRead) -> DataFrame:
         """The logical content of the rows ``read``: consolidated z-set, or latest row per
         key; computed on the driver when the rows are there and their types allow."""
-        if read.table is not None:
-            if self.layout_kind == "zset":
-                done = driver_rows.consolidated(read.table, self.columns, WEIGHT)
-            else:
-                done = driver_rows.latest(read.table, self.keys, EPOCH)
-            if done is not None:
-                return to_spark(read.spark, done)
-        return self.current_rows(read.df)
+        done = self.current_on_driver(read)
+        return to_spark(read.spark, done) if done is not None else self.current_rows(read.df)
+
+    def current_on_driver(self, read: StateRead) -> pa.Table | None:
+        """:meth:`current` as Arrow, computed on the driver; None when the rows were read in
+        Spark or their key types are compared in Spark only."""
+        if read.table is None:
+            return None
+        if self.layout_kind == "zset":
+            return driver_rows.consolidated(read.table, self.columns, WEIGHT)
+        return driver_rows.latest(read.table, self.keys, EPOCH)
 
     def current_rows(self, rows: DataFrame) -> DataFrame:
         """The logical content of raw state rows: consolidated z-set, or latest row per key."""
