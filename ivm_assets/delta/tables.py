@@ -21,8 +21,10 @@ import json
 import os
 import shutil
 import signal
+import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -39,11 +41,21 @@ from deltalake.transaction import AddAction, create_table_with_add_actions
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from ivm_assets.delta import parquet_cache
 from ivm_assets.errors import CommitConflictError, SourceError
 from ivm_assets.spark.arrow import arrow_schema as spark_to_arrow_schema, normalize_table, spark_schema, to_arrow, to_spark
 
 WEIGHT = "__w"
 CDF_ON = {"delta.enableChangeDataFeed": "true"}
+# Tables ivm writes (state, outputs, progress logs) take a commit per refresh or more, and
+# each open replays the commits since the last checkpoint (~0.2 ms each; Delta's default is
+# one checkpoint per 100 commits). A checkpoint every 10 commits costs ~10 ms once and keeps
+# every later open of the table short, however many epochs ran.
+OWN_TABLE = {"delta.checkpointInterval": "10"}
+
+
+def _own_table(change_feed: bool) -> dict[str, str]:
+    return {**OWN_TABLE, **(CDF_ON if change_feed else {})}
 _CHANGE_WEIGHTS = {"insert": 1, "update_postimage": 1, "delete": -1, "update_preimage": -1}
 _CDF_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
 
@@ -115,26 +127,79 @@ log_reads = 0
 # Handles by (uri, version) while :func:`reusing_handles` is active; None outside it.
 _handles: ContextVar[dict[tuple[str, int], DeltaTable] | None] = ContextVar("ivm_delta_handles", default=None)
 
+# Between refreshes, the newest handle this process holds of each local table (least
+# recently used first). Opening a table costs ~1.5 ms plus ~0.2 ms per commit since its
+# checkpoint, and delta-rs' incremental update costs as much as an open; but a table this
+# process committed to last is, at the next refresh, still at the version its own commit
+# moved the handle to, which is the version that refresh reads or fences its commit to. A
+# handle is taken out while one refresh uses it, so no two threads share one. Each is kept
+# with the identity of its version's commit file: a table deleted and created again under
+# the same path has other commit files, and its handle is not reused.
+_kept: OrderedDict[str, tuple[DeltaTable, tuple[int, int, int]]] = OrderedDict()
+_kept_lock = threading.Lock()
+_KEPT_TABLES = 256
+
+
+def _commit_file_identity(uri: str, version: int) -> tuple[int, int, int] | None:
+    local = _local_path(uri)
+    if local is None:
+        return None
+    try:
+        info = os.stat(os.path.join(local, "_delta_log", f"{version:020d}.json"))
+    except OSError:
+        return None
+    return info.st_ino, info.st_size, info.st_mtime_ns
+
+
+def _take_kept(uri: str, version: int) -> DeltaTable | None:
+    with _kept_lock:
+        found = _kept.get(uri)
+        if found is None or found[0].version() != version:
+            return None
+        del _kept[uri]
+    dt, identity = found
+    return dt if _commit_file_identity(uri, version) == identity else None
+
+
+def _keep(uri: str, dt: DeltaTable) -> None:
+    identity = _commit_file_identity(uri, dt.version())
+    if identity is None:
+        return
+    with _kept_lock:
+        held = _kept.get(uri)
+        if held is not None and held[0].version() > dt.version():
+            return
+        _kept[uri] = (dt, identity)
+        _kept.move_to_end(uri)
+        while len(_kept) > _KEPT_TABLES:
+            _kept.popitem(last=False)
+
 
 @contextmanager
 def reusing_handles() -> Iterator[None]:
     """Within the block, each version of a table has its log read once.
 
     A version of a Delta table never changes, so its handle is kept and handed to every
-    reader of that version (a reader of the latest version always reads the log, then leaves
-    the handle for readers of the version it found). A writer takes the handle out: its
+    reader of that version (the latest version of a local table is found by listing its log
+    folder, so a reader of the latest shares it too). A writer takes the handle out: its
     commit moves the handle to the new version (delta-rs updates it in place). One refresh
     holds the block, so a table re-created under the same path within it is a race the
     fenced commits report, not a stale read that lasts. Nested blocks share the outer cache.
+    When the block ends, its handles are kept for the next refresh (see ``_kept``), which
+    uses one only if it asks for exactly that version.
     """
     if _handles.get() is not None:
         yield
         return
-    token = _handles.set({})
+    cache: dict[tuple[str, int], DeltaTable] = {}
+    token = _handles.set(cache)
     try:
         yield
     finally:
         _handles.reset(token)
+        for (uri, version), dt in cache.items():
+            if dt.version() == version:
+                _keep(uri, dt)
 
 
 def open_table(uri: str, version: int | None = None) -> DeltaTable:
@@ -143,9 +208,11 @@ def open_table(uri: str, version: int | None = None) -> DeltaTable:
     cache = _handles.get()
     if cache is None:
         return _open(uri, version)
+    if version is None:
+        version = _listed_latest(uri)  # so the latest is a kept handle too when it is one
     if version is not None and (uri, version) in cache:
         return cache[(uri, version)]
-    dt = _open(uri, version)
+    dt = (_take_kept(uri, version) if version is not None else None) or _open(uri, version)
     cache.setdefault((uri, dt.version()), dt)
     return dt
 
@@ -155,6 +222,10 @@ def _writable(uri: str, version: int | None = None) -> DeltaTable:
     cache = _handles.get()
     if cache is not None and version is not None and (uri, version) in cache:
         return cache.pop((uri, version))
+    if version is not None:
+        kept = _take_kept(uri, version)
+        if kept is not None:
+            return kept
     return _open(uri, version)
 
 
@@ -173,7 +244,27 @@ def _open(uri: str, version: int | None) -> DeltaTable:
 
 
 def latest_version(uri: str) -> int:
-    return open_table(uri).version()
+    listed = _listed_latest(uri)
+    return listed if listed is not None else open_table(uri).version()
+
+
+def _listed_latest(uri: str) -> int | None:
+    """A local table's latest version from a listing of its log folder, without replaying
+    the log (None: not a local table, or no commit file found).
+
+    delta-rs and Spark create a commit file whole (a temporary file renamed, or
+    put-if-absent) and log cleanup never removes the newest one, so the highest numbered
+    ``NNNNNNNNNNNNNNNNNNNN.json`` is the latest commit.
+    """
+    local = _local_path(uri)
+    if local is None:
+        return None
+    try:
+        names = os.listdir(os.path.join(local, "_delta_log"))
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    versions = [int(n[:20]) for n in names if len(n) == 25 and n.endswith(".json") and n[:20].isdigit()]
+    return max(versions) if versions else None
 
 
 def arrow_schema(uri: str, version: int | None = None) -> pa.Schema:
@@ -357,7 +448,7 @@ class RowGroups:
     key: str | None
     present: pa.Array | None  # the wanted non-NULL key values (None: every row)
     keep_nulls: bool
-    groups: list[tuple[pq.ParquetFile, int]]
+    groups: list[tuple[parquet_cache.Footer, int]]
     rows: int = 0
     bytes: int = 0
 
@@ -383,9 +474,9 @@ def select_row_groups(
     if key is None or values is None:
         chosen = RowGroups(schema, None, None, False, [])
         for path in snap.files:
-            parquet = pq.ParquetFile(path.removeprefix("file://"))
-            for group in range(parquet.num_row_groups):
-                _choose(chosen, parquet, group)
+            file = parquet_cache.footer(path.removeprefix("file://"))
+            for group in range(len(file.rows)):
+                _choose(chosen, file, group)
         return chosen
     by_part = dict(values) if partition is not None else {None: values}
     key_type = schema.field(key).type
@@ -408,18 +499,17 @@ def select_row_groups(
             continue  # a partition none of the keys belongs to
         else:
             wanted_sorted, nulls = wanted[file_parts[local]]
-        parquet = pq.ParquetFile(local)
-        for group in range(parquet.num_row_groups):
-            if not _skips(parquet.metadata.row_group(group), key, wanted_sorted, nulls):
-                _choose(chosen, parquet, group)
+        file = parquet_cache.footer(local)
+        for group, stats in enumerate(file.stats(key)):
+            if not _skips(stats, wanted_sorted, nulls):
+                _choose(chosen, file, group)
     return chosen
 
 
-def _choose(chosen: RowGroups, parquet: pq.ParquetFile, group: int) -> None:
-    meta = parquet.metadata.row_group(group)
-    chosen.groups.append((parquet, group))
-    chosen.rows += meta.num_rows
-    chosen.bytes += sum(meta.column(i).total_compressed_size for i in range(meta.num_columns))
+def _choose(chosen: RowGroups, file: parquet_cache.Footer, group: int) -> None:
+    chosen.groups.append((file, group))
+    chosen.rows += file.rows[group]
+    chosen.bytes += file.bytes[group]
 
 
 def _partition_values(dt: DeltaTable, column: str) -> dict[str, str | None]:
@@ -433,24 +523,27 @@ def _partition_values(dt: DeltaTable, column: str) -> dict[str, str | None]:
 
 
 def read_row_groups(chosen: RowGroups, *, cost: ReadCost | None = None) -> pa.Table:
-    """The rows of the ``chosen`` row groups, read on the driver by pyarrow, limited to the
-    wanted keys. Each file is read as it is and cast to the table's schema (files written at
-    different times may hold string_view or string). ``cost``, when given, is added what was
-    decoded."""
+    """The rows of the ``chosen`` row groups, read on the driver by pyarrow (or taken from
+    :mod:`~ivm_assets.delta.parquet_cache`), limited to the wanted keys. Each file is read as
+    it is and cast to the table's schema (files written at different times may hold
+    string_view or string). ``cost``, when given, is added what was looked at."""
     if cost is not None:
         cost.row_groups += len(chosen.groups)
         cost.rows += chosen.rows
         cost.bytes += chosen.bytes
+    by_file: dict[parquet_cache.Stamp, tuple[parquet_cache.Footer, list[int]]] = {}
+    for file, group in chosen.groups:
+        by_file.setdefault(file.stamp, (file, []))[1].append(group)
     parts = [chosen.schema.empty_table()]
-    for parquet, group in chosen.groups:
-        rows = _conform(parquet.read_row_group(group), chosen.schema)
-        if chosen.present is not None:
-            wanted = pc.is_in(rows.column(chosen.key), value_set=chosen.present)
-            if chosen.keep_nulls:
-                wanted = pc.or_kleene(wanted, pc.is_null(rows.column(chosen.key)))
-            rows = rows.filter(wanted)
-        parts.append(rows)
-    return pa.concat_tables(parts)
+    for file, groups in by_file.values():
+        parts.extend(r if r.schema == chosen.schema else _conform(r, chosen.schema) for r in parquet_cache.row_groups(file, groups))
+    rows = pa.concat_tables(parts)
+    if chosen.present is None:
+        return rows
+    wanted = pc.is_in(rows.column(chosen.key), value_set=chosen.present)
+    if chosen.keep_nulls:
+        wanted = pc.or_kleene(wanted, pc.is_null(rows.column(chosen.key)))
+    return rows.filter(wanted).combine_chunks()
 
 
 def read_files_arrow(
@@ -469,31 +562,26 @@ def read_files_arrow(
     return read_row_groups(select_row_groups(snap, key=key, values=values), cost=cost)
 
 
-def _skips(group, key: str, wanted: list, keep_nulls: bool) -> bool:
-    """Whether row group statistics prove no row of ``group`` has a ``key`` among ``wanted``
-    (sorted; or, with ``keep_nulls``, a NULL key).
+def _skips(stats: tuple[object, object, int | None] | None, wanted: list, keep_nulls: bool) -> bool:
+    """Whether a row group's key statistics (min, max, null count) prove none of its rows
+    has a key among ``wanted`` (sorted; or, with ``keep_nulls``, a NULL key).
 
     Each wanted key is placed among the group's [min, max] by bisection, so keys scattered
     over the whole range (random orders deleted, random customers updated) still skip every
     row group that holds none of them; state rows are sorted by key within a file.
     """
-    for i in range(group.num_columns):
-        column = group.column(i)
-        if column.path_in_schema != key:
-            continue
-        stats = column.statistics
-        if stats is None or not stats.has_min_max:
-            return False
-        if keep_nulls and (stats.null_count is None or stats.null_count > 0):
-            return False
-        if not wanted:
-            return True  # only NULLs wanted, and none here
-        try:
-            first = bisect.bisect_left(wanted, stats.min)
-            return first == len(wanted) or wanted[first] > stats.max
-        except TypeError:  # statistics of a type the values do not compare with
-            return False
-    return False
+    if stats is None:
+        return False
+    low, high, null_count = stats
+    if keep_nulls and (null_count is None or null_count > 0):
+        return False
+    if not wanted:
+        return True  # only NULLs wanted, and none here
+    try:
+        first = bisect.bisect_left(wanted, low)
+        return first == len(wanted) or wanted[first] > high
+    except TypeError:  # statistics of a type the values do not compare with
+        return False
 
 
 def _conform(rows: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -662,7 +750,8 @@ def apply_bag_change(uri: str, change: pa.Table, *, columns: list[str], epoch: E
     insert = {f'"{c}"': f's."{c}"' for c in columns}
 
     def attempt(at: int | None) -> bool:
-        merger = _writable(uri, at).merge(
+        target = _writable(uri, at)
+        merger = target.merge(
             change,
             predicate=f"(s.__ivm_op = 'del') AND {match}" if columns else "s.__ivm_op = 'del'",
             source_alias="s",
@@ -670,6 +759,7 @@ def apply_bag_change(uri: str, change: pa.Table, *, columns: list[str], epoch: E
             commit_properties=epoch.commit_properties(),
         )
         metrics = merger.when_matched_delete().when_not_matched_insert(insert, predicate="s.__ivm_op = 'ins'").execute()
+        _keep_moved(uri, target, at)
         # A MERGE that changes nothing makes no commit.
         return bool(metrics.get("num_target_rows_deleted", 0) or metrics.get("num_target_rows_inserted", 0))
 
@@ -714,7 +804,7 @@ def overwrite_epoch(
         if at is None:
             create_table_with_add_actions(
                 uri, DeltaSchema.from_arrow(files.schema), files.actions, mode="error", partition_by=partition_by or None,
-                configuration=CDF_ON if change_feed else None, commit_properties=properties,
+                configuration=_own_table(change_feed), commit_properties=properties,
             )
         else:
             _commit_files(uri, at, files, partition_by, properties)
@@ -830,16 +920,26 @@ def _write_at(
     """One write that lands right after version ``after``; ``after`` None creates the table,
     and fails if someone else created it first."""
     creating = after is None
+    target = None if creating else _writable(uri, after)
     write_deltalake(
-        uri if creating else _writable(uri, after),
+        uri if creating else target,
         table,
         mode="error" if creating else mode,
         partition_by=partition_by,
         writer_properties=WriterProperties(max_row_group_size=row_group_rows) if row_group_rows else None,
         schema_mode="overwrite" if mode == "overwrite" and not creating else None,
-        configuration=CDF_ON if change_feed else None,
+        configuration=_own_table(change_feed) if creating else CDF_ON if change_feed else None,
         commit_properties=properties,
     )
+    if target is not None:
+        _keep_moved(uri, target, after)
+
+
+def _keep_moved(uri: str, dt: DeltaTable, after: int | None) -> None:
+    """Keep a handle a write or MERGE moved on in place to the version after ``after``
+    (``create_write_transaction`` does not move its handle, so those are not kept)."""
+    if after is not None and dt.version() == after + 1:
+        _keep(uri, dt)
 
 
 def _attempt(uri: str, after: int | None, commit: Callable[[int | None], bool]) -> None:
@@ -897,7 +997,7 @@ def commit_metadata(uri: str, metadata: dict[str, str], *, after: int | None, sc
 
     def attempt(at: int | None) -> bool:
         if at is None:
-            DeltaTable.create(uri, schema=schema, mode="error", commit_properties=properties)
+            DeltaTable.create(uri, schema=schema, mode="error", configuration=OWN_TABLE, commit_properties=properties)
         else:
             dt = _writable(uri, at)
             dt.create_write_transaction([], mode="append", schema=dt.schema(), commit_properties=properties)
@@ -910,6 +1010,11 @@ def commit_metadata(uri: str, metadata: dict[str, str], *, after: int | None, sc
 def head(uri: str) -> tuple[int, dict] | None:
     """The table's latest version and that commit's info (its custom metadata included);
     None when there is no table."""
+    listed = _listed_latest(uri)
+    if listed is not None:
+        info = _commit_info(_local_path(uri), listed)  # type: ignore[arg-type]
+        if info is not None:
+            return listed, info
     if not is_delta_table(uri):
         return None
     dt = open_table(uri)

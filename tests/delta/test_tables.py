@@ -78,13 +78,33 @@ def test_each_version_is_read_once_while_handles_are_reused(tmp_path):
     delta.write_epoch(uri, ROWS, epoch=_epoch(1), after=None, mode="overwrite")
     with delta.reusing_handles():
         before = delta.log_reads
-        assert delta.latest_version(uri) == 0  # the latest is always read from the log...
-        delta.row_count(uri, 0), delta.file_count(uri, 0), delta.arrow_schema(uri, 0)  # ...then kept
+        assert delta.latest_version(uri) == 0  # a listing of the log folder, no log read...
+        delta.row_count(uri, 0), delta.file_count(uri, 0), delta.arrow_schema(uri, 0)  # ...one read, then kept
         assert delta.log_reads - before == 1
         # A writer takes the handle out (its commit moves it on): readers of version 0 and 1 see their own.
         assert delta.write_epoch(uri, ROWS, epoch=_epoch(2), after=0, mode="append")
         assert delta.row_count(uri, 0) == 2 and delta.row_count(uri, 1) == 4
     assert delta.row_count(uri, 0) == 2
+
+
+def test_a_table_this_process_wrote_last_is_not_read_again_by_the_next_refresh(tmp_path):
+    uri = str(tmp_path / "state")
+    delta.write_epoch(uri, ROWS, epoch=_epoch(1), after=None, mode="overwrite")
+    with delta.reusing_handles():
+        assert delta.write_epoch(uri, ROWS, epoch=_epoch(2), after=0, mode="append")
+    with delta.reusing_handles():
+        before = delta.log_reads
+        assert delta.row_count(uri, delta.latest_version(uri)) == 4  # the handle the commit moved on
+        assert delta.write_epoch(uri, ROWS, epoch=_epoch(3), after=1, mode="append")
+        assert delta.log_reads == before
+    # Another writer moves the table on: the kept handle (version 2) is not the version asked for.
+    delta.write(uri, ROWS, mode="append")
+    with delta.reusing_handles():
+        before = delta.log_reads
+        assert delta.row_count(uri, delta.latest_version(uri)) == 8
+        assert delta.log_reads - before == 1
+        with pytest.raises(CommitConflictError):
+            delta.write_epoch(uri, ROWS, epoch=_epoch(4), after=2, mode="append")
 
 
 def test_commits_between_versions_behind_the_latest(tmp_path):
@@ -112,10 +132,25 @@ def test_a_long_log_is_checkpointed(tmp_path):
 def test_a_lookup_of_scattered_keys_skips_row_groups_holding_none_of_them(tmp_path):
     import pyarrow.parquet as pq
 
+    from ivm_assets.delta import parquet_cache
+
     path = str(tmp_path / "sorted.parquet")
     pq.write_table(pa.table({"k": pa.array(range(400), pa.int64())}), path, row_group_size=100)
-    meta = pq.ParquetFile(path).metadata
+    stats = parquet_cache.footer(path).stats("k")
     wanted = [5, 350]  # the first and the last group; their range would cover all four
-    read = [g for g in range(meta.num_row_groups) if not delta._skips(meta.row_group(g), "k", wanted, False)]
+    read = [g for g in range(len(stats)) if not delta._skips(stats[g], wanted, False)]
     assert read == [0, 3]
-    assert [g for g in range(4) if not delta._skips(meta.row_group(g), "k", [], True)] == []  # only NULLs, none here
+    assert [g for g in range(4) if not delta._skips(stats[g], [], True)] == []  # only NULLs, none here
+
+
+def test_a_table_created_again_under_the_same_path_is_not_read_through_a_kept_handle(tmp_path):
+    import shutil
+
+    uri = str(tmp_path / "state")
+    delta.write_epoch(uri, ROWS, epoch=_epoch(1), after=None, mode="overwrite")
+    with delta.reusing_handles():
+        assert delta.row_count(uri, 0) == 2
+    shutil.rmtree(uri)
+    delta.write_epoch(uri, pa.concat_tables([ROWS, ROWS, ROWS]), epoch=_epoch(1), after=None, mode="overwrite")
+    with delta.reusing_handles():
+        assert delta.row_count(uri, 0) == 6
