@@ -1,10 +1,11 @@
 """One refresh of one view: claim the view, decide the epoch, run it, commit it.
 
 Order of commits in an epoch (the crash tests kill the process after each in turn): the
-claim → ``started`` progress record → each state table (append, or overwrite on full) →
-output (MERGE, or overwrite on full) → ``committed`` progress record → compactions → the
-claim's release. A refresh that finds a ``started`` epoch without ``committed`` repeats it
-from the inputs that record fixed. Every table commit is fenced to the version the
+claim with the ``started`` progress record (one commit) → each state table (append, or
+overwrite on full) → output (MERGE, or overwrite on full) → ``committed`` progress record
+with the claim's release (one commit; when a compaction is due or the epoch was full:
+``committed``, compactions, then the release). A refresh that finds a ``started`` epoch
+without ``committed`` repeats it from the inputs that record fixed. Every table commit is fenced to the version the
 ``started`` record fixed for that table, so even two attempts of one epoch running at once
 apply it once.
 """
@@ -115,14 +116,20 @@ def _refresh(
     idle = not full and state.started is None and unclaimed
     if idle and _up_to_date(view, where, _source_versions(view, relations), state.committed):
         return _unchanged(view, state.committed, began)  # nothing to do: no claim, no commit
-    with hold(progress, view.name, claim or ClaimSettings()) as held:
+
+    def begin(state: ProgressState) -> dict:
+        """What to record with the claim: nothing for an interrupted epoch (finished exactly
+        as planned), else the next epoch planned from ``state``, if there is one."""
+        if not full and state.started is not None:
+            return {}
+        record = _plan_epoch(view, where, relations, state, full=full, buckets=buckets)
+        return {"started": record} if record is not None else {}
+
+    with hold(progress, view.name, claim or ClaimSettings(), begin) as held:
         state = held.state
-        record = None if full else state.started  # an interrupted epoch: finish it exactly as planned
+        record = state.started
         if record is None:
-            record = _plan_epoch(view, where, relations, state, full=full, buckets=buckets)
-            if record is None:
-                return _unchanged(view, state.committed, began)
-            held.commit(started=record)
+            return _unchanged(view, state.committed, began)
         epoch = Epoch(f"ivm:{view.name}", record.epoch, {"ivm.view": view.name, "ivm.mode": record.mode})
         notes: dict[str, str] = {}  # where the epoch ran ("in process", or Spark and why)
         try:
@@ -141,15 +148,16 @@ def _refresh(
             stats["spark_jobs"] = jobs.value
         payload = {**record.payload, "stats": stats, "output_version_after": out_version, "engine": notes.get("engine")}
         done = EpochRecord(record.epoch, "committed", record.mode, record.reason, payload, now())
-        held.commit(committed=done, started=None)
-        # Both only touch what the committed epoch no longer needs to be right.
-        if view.root is not None:
-            stats["state_tables_compacted"] = sum(
-                table.compact(spark, where.state_root) for op in operators(view.root) for table in op.state_tables
-            )
-        if record.mode == "full":
-            kept = [t.table_name for op in operators(view.root) for t in op.state_tables] if view.root is not None else []
-            stats["stale_state_tables_removed"] = delta.remove_tables_except(where.state_root, kept)
+        tables = [t for op in operators(view.root) for t in op.state_tables] if view.root is not None else []
+        due = [t for t in tables if t.compaction_due(where.state_root) is not None]
+        if not due and record.mode != "full":
+            held.finish(committed=done, started=None)
+        else:
+            held.commit(committed=done, started=None)
+            # Both only touch what the committed epoch no longer needs to be right, under the claim.
+            stats["state_tables_compacted"] = sum(table.compact(spark, where.state_root) for table in due)
+            if record.mode == "full":
+                stats["stale_state_tables_removed"] = delta.remove_tables_except(where.state_root, [t.table_name for t in tables])
     stats["delta_log_reads"] = delta.log_reads - log_reads_before
     stats["delta_commits"] = delta.commits_made() - commits_before  # claim and its release included
     sources = {s: (r["from"], r["to"]) for s, r in record.payload["sources"].items()}

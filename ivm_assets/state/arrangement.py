@@ -393,6 +393,15 @@ class StateTable:
             written = table.num_rows
         ctx.stats["state_rows_written"] = ctx.stats.get("state_rows_written", 0) + written
 
+    def compaction_due(self, root: str, *, max_files_per_bucket: int = 8) -> tuple[int, StateLayout] | None:
+        """The version and layout to compact from, when appends have left more than
+        ``max_files_per_bucket`` files per bucket; None when no compaction is due (also for
+        no table, or one whose layout is unknown: the next refresh rebuilds it)."""
+        version, layout = self.head_layout(root) or (None, None)
+        if layout is None or delta.file_count(self.uri(root), version) <= max_files_per_bucket * layout.buckets:
+            return None
+        return version, layout
+
     def compact(self, spark, root: str, *, max_files_per_bucket: int = 8) -> bool:
         """Fold the table back to its logical content once appends have left many small files.
 
@@ -405,11 +414,10 @@ class StateTable:
         types do not tell). Returns whether it rewrote the table.
         """
         uri = self.uri(root)
-        version, layout = self.head_layout(root) or (None, None)
-        if layout is None:
-            return False  # no table, or one whose layout is unknown (rebuilt by the next refresh)
-        if delta.file_count(uri, version) <= max_files_per_bucket * layout.buckets:
+        due = self.compaction_due(root, max_files_per_bucket=max_files_per_bucket)
+        if due is None:
             return False
+        version, layout = due
         rows = self.current_rows(delta.read_snapshot(spark, uri, version=version).drop(BUCKET))
         if self.alive_column:
             rows = rows.filter(col(self.alive_column) > 0)

@@ -1,11 +1,13 @@
 """One refresh of a view at a time: a claim with a lease, kept in the view's progress log.
 
-A refresh claims the view before it plans or writes anything: it commits a claim (owner
-host/pid/run, since, lease) to ``_ivm/<view>/_progress`` with a compare-and-swap, so of two
-processes that read the same state only one can claim. The holder renews the claim from a
-heartbeat thread every third of the lease and clears it when done, on errors too. Others
-poll until it is gone, then read what the holder left: the view up to date, or the next
-epoch (or an interrupted one) to run.
+A refresh claims the view before it writes anything: it commits a claim (owner host/pid/run,
+since, lease) to ``_ivm/<view>/_progress`` with a compare-and-swap, so of two processes that
+read the same state only one can claim. The epoch it plans from that state is recorded in
+the same commit (``begin``): the compare-and-swap proves nobody moved the view on while it
+planned. The holder renews the claim from a heartbeat thread every third of the lease and
+clears it when done, on errors too, in the same commit as its last record when it can
+(``finish``). Others poll until it is gone, then read what the holder left: the view up to
+date, or the next epoch (or an interrupted one) to run.
 
 A holder that dies (SIGKILL, machine lost) stops renewing. Its claim has expired when its
 last renewal is older than the lease by the waiter's clock, or when the waiter itself has
@@ -26,7 +28,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
@@ -73,6 +75,7 @@ class HeldClaim:
         self._state = state
         self._lock = threading.Lock()  # the heartbeat and the refresh both commit
         self._lost: Claim | None = None  # who took over, once a commit found the claim gone
+        self._released = False
         self._stop = threading.Event()
         self._heartbeat = threading.Thread(target=self._renew_until_stopped, name=f"ivm-claim-{view}", daemon=True)
 
@@ -117,23 +120,41 @@ class HeldClaim:
                 except Exception:  # a storage hiccup: try at the next tick; the refresh's own commits report lasting trouble
                     continue
 
-    def release(self) -> None:
-        """Stop renewing and clear the claim (unless another process has taken it over)."""
+    def finish(self, **changes) -> ProgressState:
+        """Commit ``changes`` and clear the claim in one commit; the block's end then has
+        nothing left to release."""
+        self._stop_renewing()
+        state = self.commit(claim=None, **changes)
+        self._released = True
+        return state
+
+    def _stop_renewing(self) -> None:
         self._stop.set()
         if self._heartbeat.is_alive():
             self._heartbeat.join()
+
+    def release(self) -> None:
+        """Stop renewing and clear the claim (unless another process has taken it over)."""
+        self._stop_renewing()
         with self._lock:
-            if self._lost is None:
+            if self._lost is None and not self._released:
                 try:
                     self._state = self.progress.commit(self._state, claim=None)
                 except CommitConflictError:
                     pass  # taken over after this refresh's last commit: nothing left to release
 
 
+Begin = Callable[[ProgressState], dict]
+
+
 @contextmanager
-def hold(progress: Progress, view: str, settings: ClaimSettings) -> Iterator[HeldClaim]:
+def hold(progress: Progress, view: str, settings: ClaimSettings, begin: Begin | None = None) -> Iterator[HeldClaim]:
     """Claim ``view`` (waiting up to ``settings.wait_s`` for another holder), renew the claim
     while the block runs, and release it afterwards, also when the block fails.
+
+    ``begin``, given the progress state the claim is taken from, returns the changes to
+    commit with the claim (the epoch planned from that state); it runs again if another
+    process moves the log first. Its errors propagate with nothing claimed.
 
     Raises ViewBusyError when another refresh still holds the claim after the wait.
     """
@@ -143,7 +164,7 @@ def hold(progress: Progress, view: str, settings: ClaimSettings) -> Iterator[Hel
     if not local.acquire(timeout=min(settings.wait_s, threading.TIMEOUT_MAX)):
         raise ViewBusyError(_busy(view, progress.read().claim))
     try:
-        held = HeldClaim(progress, view, _acquire(progress, view, settings, deadline))
+        held = HeldClaim(progress, view, _acquire(progress, view, settings, deadline, begin))
         held.start_renewing()
         try:
             yield held
@@ -158,7 +179,7 @@ def hold(progress: Progress, view: str, settings: ClaimSettings) -> Iterator[Hel
         local.release()
 
 
-def _acquire(progress: Progress, view: str, settings: ClaimSettings, deadline: float) -> ProgressState:
+def _acquire(progress: Progress, view: str, settings: ClaimSettings, deadline: float, begin: Begin | None) -> ProgressState:
     seen_version, seen_at = None, time.monotonic()
     while True:
         state = progress.read()
@@ -167,10 +188,11 @@ def _acquire(progress: Progress, view: str, settings: ClaimSettings, deadline: f
         held = state.claim
         stale = held is None or held.token == _PROCESS_TOKEN or held.expired() or time.monotonic() - seen_at > held.lease_s
         if stale:
+            changes = begin(state) if begin is not None else {}
             moment = now()
             claim = Claim(settings.owner, _PROCESS_TOKEN, moment, moment, settings.lease_s)
             try:
-                return progress.commit(state, claim=claim)
+                return progress.commit(state, claim=claim, **changes)
             except CommitConflictError:
                 continue  # another process moved the log first: look again
         left = deadline - time.monotonic()

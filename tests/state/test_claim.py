@@ -15,7 +15,7 @@ import pytest
 from ivm_assets.errors import RefreshError, ViewBusyError
 from ivm_assets.state import claim as claims
 from ivm_assets.state.claim import ClaimSettings, hold
-from ivm_assets.state.progress import Claim, Progress, now
+from ivm_assets.state.progress import Claim, EpochRecord, Progress, now
 
 BUSY = r"view v is being refreshed by elsewhere/7/their-run since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC; try again later or raise --wait"
 
@@ -100,3 +100,35 @@ def test_threads_of_one_process_take_turns(progress):
         thread.join()
     with hold(progress, "v", ClaimSettings(wait_s=0, run="second")):
         assert progress.read().claim.owner.endswith("/second")
+
+
+def _record(epoch: int, status: str) -> EpochRecord:
+    return EpochRecord(epoch, status, "incremental", None, {"n": epoch}, now())
+
+
+def test_the_planned_epoch_is_committed_with_the_claim_and_the_last_record_with_its_release(progress):
+    progress.commit(progress.read(), committed=_record(1, "committed"))
+    before = progress.read().version
+    seen = []
+
+    def begin(state):
+        seen.append(state.version)
+        return {"started": _record(state.committed.epoch + 1, "started")}
+
+    with hold(progress, "v", ClaimSettings(wait_s=0, run="mine"), begin) as held:
+        state = progress.read()
+        assert state.version == before + 1 and state.claim is not None and state.started.epoch == 2
+        held.finish(committed=_record(2, "committed"), started=None)
+    state = progress.read()
+    assert state.version == before + 2 and state.claim is None and state.started is None and state.committed.epoch == 2
+    assert seen == [before]
+
+
+def test_a_plan_that_fails_claims_nothing(progress):
+    def begin(state):
+        raise RefreshError("the plan failed")
+
+    with pytest.raises(RefreshError, match="the plan failed"):
+        with hold(progress, "v", ClaimSettings(wait_s=0), begin):
+            pass
+    assert progress.read().version is None
