@@ -7,7 +7,7 @@ trips (calls into the JVM) and their time by the ivm_assets line that made them,
 functions with the most cumulative time (cProfile; time spent waiting on the JVM shows up
 under py4j's ``send_command``/``recv``).
 
-    python benchmarks/profile_refresh.py --sf 0.1 --views q03 [--top 25]
+    python benchmarks/profile_refresh.py --sf 0.1 --views q03 [--top 25] [--warm 3] [--one-row]
 
 Prints only; it is a tool for finding the next thing to optimize, not a benchmark.
 """
@@ -74,6 +74,8 @@ def main() -> None:
     parser.add_argument("--views", default="q03")
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--rf2", choices=("random", "lowest"), default="random")
+    parser.add_argument("--warm", type=int, default=1, help="untimed batches before the profiled one")
+    parser.add_argument("--one-row", action="store_true", help="profile the refresh of a one-line insert instead of a batch")
     args = parser.parse_args()
     views = args.views.split(",")
 
@@ -94,11 +96,17 @@ def main() -> None:
         batches = bench.make_batches(spark, ctx.sources, 0.001, 7, rf2=args.rf2)
         for view in views:
             ctx.project.refresh(views=[view], full=True)
-        batches.apply()
+        for _ in range(args.warm):
+            batches.apply()
+            for view in views:
+                ctx.project.refresh(views=[view])
+        one_row = bench.OneRowChanges(spark, ctx.sources, 7)
+        if not args.one_row:
+            batches.apply()
         for view in views:
-            ctx.project.refresh(views=[view])
-        batches.apply()
-        for view in views:
+            if args.one_row:
+                ctx.project.refresh(views=[view])
+                one_row.insert_for(bench.SQL_DIR.joinpath(f"{view}.sql").read_text())
             opens.clear()
             py4j_calls.clear()
             py4j_seconds.clear()
