@@ -30,6 +30,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ivm_assets.spark.arrow import normalize_table
@@ -83,6 +84,8 @@ _lock = threading.Lock()
 _footers: OrderedDict[Stamp, Footer] = OrderedDict()
 _groups: OrderedDict[tuple[Stamp, int], pa.Table] = OrderedDict()
 _held_bytes = 0
+# Row groups this process decoded from disk (statistics: a read that found them all held adds none).
+decoded = 0
 
 
 def budget_bytes() -> int:
@@ -111,9 +114,11 @@ def footer(path: str) -> Footer:
     return made
 
 
-def row_groups(file: Footer, groups: list[int]) -> list[pa.Table]:
+def row_groups(file: Footer, groups: list[int], *, keep: bool = True) -> list[pa.Table]:
     """The rows of ``groups`` of ``file`` (normalized: see ``spark.arrow.normalize_table``),
-    decoded now or earlier."""
+    decoded now or earlier; ``keep=False`` for a one-off read of files about to be replaced
+    (a compaction), which should not push out what lookups will ask for again."""
+    global decoded
     found: dict[int, pa.Table] = {}
     with _lock:
         for group in groups:
@@ -122,8 +127,9 @@ def row_groups(file: Footer, groups: list[int]) -> list[pa.Table]:
                 _groups.move_to_end((file.stamp, group))
                 found[group] = table
     missing = [g for g in groups if g not in found]
+    decoded += len(missing)
     if missing:
-        budget = budget_bytes()
+        budget = budget_bytes() if keep else 0
         parquet = pq.ParquetFile(file.path, metadata=file.metadata)
         try:
             for group in missing:
@@ -133,6 +139,31 @@ def row_groups(file: Footer, groups: list[int]) -> list[pa.Table]:
         finally:
             parquet.close()
     return [found[g] for g in groups]
+
+
+def remember(file: Footer, rows: pa.Table, key: str) -> bool:
+    """Hold ``rows`` as the decoded row groups of ``file``, which this process just wrote
+    from them (in this order), so that the next lookup does not decode what it wrote.
+
+    Only when the file's footer agrees: the same number of rows, and in each row group the
+    same min and max of ``key`` as the rows cut at the footer's group sizes. Rows with equal
+    keys might sit on either side of a group boundary; a lookup reads every group whose key
+    range holds its key, so it still finds each row once. Returns whether they were held."""
+    budget = budget_bytes()
+    if budget <= 0 or sum(file.rows) != rows.num_rows or key not in rows.column_names:
+        return False
+    rows = normalize_table(rows)
+    stats, start, groups = file.stats(key), 0, []
+    for group, count in enumerate(file.rows):
+        part = rows.slice(start, count)
+        start += count
+        low_high = pc.min_max(part.column(key))
+        if stats[group] is None or (low_high["min"].as_py(), low_high["max"].as_py()) != stats[group][:2]:
+            return False
+        groups.append(part)
+    for group, part in enumerate(groups):
+        _keep((file.stamp, group), part, budget)
+    return True
 
 
 def _keep(key: tuple[Stamp, int], table: pa.Table, budget: int) -> None:

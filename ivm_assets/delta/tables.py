@@ -30,6 +30,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Literal
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -432,11 +433,13 @@ def snapshot_files(
 
 @dataclass
 class ReadCost:
-    """What :func:`read_files_arrow` decoded: row groups, their rows and compressed bytes."""
+    """What :func:`read_files_arrow` read: row groups, their rows and compressed bytes, and
+    how many of those groups were decoded from disk (the others were in the parquet cache)."""
 
     row_groups: int = 0
     rows: int = 0
     bytes: int = 0
+    decoded: int = 0
 
 
 @dataclass
@@ -512,6 +515,23 @@ def _choose(chosen: RowGroups, file: parquet_cache.Footer, group: int) -> None:
     chosen.bytes += file.bytes[group]
 
 
+def files_by_partition(snap: SnapshotFiles, column: str) -> dict[str | None, SnapshotFiles] | None:
+    """``snap``'s files grouped by their value of partition ``column`` (as text), each group
+    a snapshot of its own; None when a file's value is not known."""
+    values = _partition_values(snap.table, column)
+    groups: dict[str | None, list[str]] = {}
+    for path in snap.files:
+        local = path.removeprefix("file://")
+        if local not in values:
+            return None
+        groups.setdefault(values[local], []).append(path)
+    return {value: SnapshotFiles(snap.table, files, _files_bytes(files)) for value, files in groups.items()}
+
+
+def partition_type(dt: DeltaTable, column: str) -> pa.DataType:
+    return pa.schema(dt.schema().to_arrow()).field(column).type
+
+
 def _partition_values(dt: DeltaTable, column: str) -> dict[str, str | None]:
     """Each data file's local path → its value of partition ``column``, as text."""
     actions = dt.get_add_actions(flatten=True)
@@ -522,11 +542,12 @@ def _partition_values(dt: DeltaTable, column: str) -> dict[str, str | None]:
     return {os.path.join(root, p): None if v is None else str(v) for p, v in zip(paths, parts)}
 
 
-def read_row_groups(chosen: RowGroups, *, cost: ReadCost | None = None) -> pa.Table:
+def read_row_groups(chosen: RowGroups, *, cost: ReadCost | None = None, keep: bool = True) -> pa.Table:
     """The rows of the ``chosen`` row groups, read on the driver by pyarrow (or taken from
     :mod:`~ivm_assets.delta.parquet_cache`), limited to the wanted keys. Each file is read as
     it is and cast to the table's schema (files written at different times may hold
-    string_view or string). ``cost``, when given, is added what was looked at."""
+    string_view or string). ``cost``, when given, is added what was looked at; ``keep``:
+    whether decoded row groups stay in the cache."""
     if cost is not None:
         cost.row_groups += len(chosen.groups)
         cost.rows += chosen.rows
@@ -535,8 +556,11 @@ def read_row_groups(chosen: RowGroups, *, cost: ReadCost | None = None) -> pa.Ta
     for file, group in chosen.groups:
         by_file.setdefault(file.stamp, (file, []))[1].append(group)
     parts = [chosen.schema.empty_table()]
+    decoded_before = parquet_cache.decoded
     for file, groups in by_file.values():
-        parts.extend(r if r.schema == chosen.schema else _conform(r, chosen.schema) for r in parquet_cache.row_groups(file, groups))
+        parts.extend(r if r.schema == chosen.schema else _conform(r, chosen.schema) for r in parquet_cache.row_groups(file, groups, keep=keep))
+    if cost is not None:
+        cost.decoded += parquet_cache.decoded - decoded_before
     rows = pa.concat_tables(parts)
     if chosen.present is None:
         return rows
@@ -687,12 +711,15 @@ def write_epoch(
     change_feed: bool = False,
     row_group_rows: int | None = None,
     metadata: dict[str, str] | None = None,
+    cache_key: str | None = None,
 ) -> bool:
     """Commit ``table`` (and ``metadata`` in the commit info) as the epoch's one commit to ``uri``, right after version ``after``
     (None: the commit creates the table). See :func:`_commit_epoch` for what a lost race does.
 
     ``row_group_rows`` caps parquet row groups: with rows sorted by key, small row groups
-    let readers skip the ones whose key range a lookup does not touch.
+    let readers skip the ones whose key range a lookup does not touch. With ``cache_key``
+    (the column the rows are sorted by), the files written are held decoded in
+    :mod:`~ivm_assets.delta.parquet_cache` for later lookups.
     """
 
     def attempt(at: int | None) -> bool:
@@ -700,9 +727,46 @@ def write_epoch(
             uri, table, at, mode=mode, properties=epoch.commit_properties(metadata), partition_by=partition_by,
             change_feed=change_feed, row_group_rows=row_group_rows,
         )
+        if cache_key is not None and at is not None:
+            _cache_written(uri, at + 1, table, partition_by or [], cache_key)
         return True
 
     return _commit_epoch(uri, epoch, after, attempt)
+
+
+def _cache_written(uri: str, version: int, table: pa.Table, partition_by: list[str], key: str) -> None:
+    """Hand the files commit ``version`` added to the parquet cache with the rows they were
+    written from: ``table``'s rows of each file's partition, in order (a partition written
+    as more than one file is left out, as is anything the cache's checks refuse)."""
+    local = _local_path(uri)
+    if local is None or len(partition_by) > 1 or parquet_cache.budget_bytes() <= 0:
+        return
+    added = _added_files(local, version)
+    by_value: dict[str | None, list[str]] = {}
+    for path, values in added:
+        by_value.setdefault(values.get(partition_by[0]) if partition_by else None, []).append(path)
+    for value, paths in by_value.items():
+        if len(paths) != 1:
+            continue
+        rows = table
+        if partition_by:
+            column = table.column(partition_by[0])
+            wanted = pc.is_null(column) if value is None else pc.equal(pc.cast(column, pa.string()), value)
+            rows = table.filter(wanted).drop_columns(partition_by)
+        parquet_cache.remember(parquet_cache.footer(paths[0]), rows, key)
+
+
+def _added_files(local: str, version: int) -> list[tuple[str, dict[str, str | None]]]:
+    """(local path, partition values) of each file commit ``version`` of the local table
+    at ``local`` added."""
+    out = []
+    with open(os.path.join(local, "_delta_log", f"{version:020d}.json"), encoding="utf-8") as f:
+        for line in f:
+            if '"add"' in line:
+                add = json.loads(line).get("add")
+                if isinstance(add, dict):
+                    out.append((os.path.join(local, unquote(add["path"])), add.get("partitionValues") or {}))
+    return out
 
 
 def rewrite(

@@ -67,3 +67,42 @@ def test_statistics_of_a_missing_column_choose_every_group(tmp_path):
     path = str(tmp_path / "a.parquet")
     _write(path, range(300))
     assert parquet_cache.footer(path).stats("nope") == [None, None, None]
+
+
+def test_files_a_commit_wrote_are_held_from_the_rows_written_and_read_back_the_same(tmp_path):
+    from ivm_assets.delta import tables as delta
+    from ivm_assets.delta.tables import Epoch
+
+    uri = str(tmp_path / "state")
+    first = pa.table({"k": pa.array([1, 2], pa.int64()), "v": pa.array(["a", "b"]), "__bucket": pa.array([0, 1], pa.int32())})
+    delta.write_epoch(uri, first, epoch=Epoch("ivm:t", 1, {}), after=None, mode="overwrite", partition_by=["__bucket"])
+    keys = list(range(10, 5010))
+    rows = pa.table({
+        "k": pa.array(keys, pa.int64()), "v": pa.array([f"v{k}" for k in keys]), "__bucket": pa.array([k % 2 for k in keys], pa.int32()),
+    }).sort_by([("__bucket", "ascending"), ("k", "ascending")])
+    delta.write_epoch(
+        uri, rows, epoch=Epoch("ivm:t", 2, {}), after=0, mode="append", partition_by=["__bucket"], row_group_rows=1000, cache_key="k",
+    )
+    assert parquet_cache.held_bytes() > 0  # the new files' groups, not decoded from disk
+    wanted = pa.array([2, 11, 12, 4999, 5009], pa.int64())
+
+    def lookup() -> list[tuple]:
+        snap = delta.snapshot_files(uri)
+        found = delta.read_row_groups(delta.select_row_groups(snap, key="k", values=wanted))
+        return sorted(zip(found.column("k").to_pylist(), found.column("v").to_pylist()))
+
+    warm = lookup()
+    parquet_cache.clear()
+    assert lookup() == warm == [(2, "b"), (11, "v11"), (12, "v12"), (4999, "v4999"), (5009, "v5009")]
+
+
+def test_rows_that_do_not_match_the_footer_are_not_held(tmp_path):
+    path = str(tmp_path / "a.parquet")
+    _write(path, range(400))
+    file = parquet_cache.footer(path)
+    other = pa.table({"k": pa.array(range(1, 401), pa.int64()), "v": pa.array([str(v) for v in range(400)])})
+    assert not parquet_cache.remember(file, other, "k")  # key ranges differ from the footer's
+    assert not parquet_cache.remember(file, other.slice(0, 399), "k")  # row counts differ
+    assert parquet_cache.held_bytes() == 0
+    same = pa.table({"k": pa.array(range(400), pa.int64()), "v": pa.array([str(v) for v in range(400)])})
+    assert parquet_cache.remember(file, same, "k") and parquet_cache.held_bytes() > 0
