@@ -62,6 +62,7 @@ def main() -> None:
     project.refresh()
     times: dict[str, list[float]] = {}
     modes: dict[str, dict[str, int]] = {}
+    in_process: dict[str, int] = {}
     started = time.perf_counter()
     try:
         for epoch in range(1, args.epochs + 1):
@@ -70,6 +71,7 @@ def main() -> None:
                 times.setdefault(result.view, []).append(result.duration_s)
                 counts = modes.setdefault(result.view, {})
                 counts[result.mode] = counts.get(result.mode, 0) + 1
+                in_process[result.view] = in_process.get(result.view, 0) + (result.engine == "in process")
             if epoch % 25 == 0:
                 print(f"epoch {epoch}: {time.perf_counter() - started:.0f} s", flush=True)
         oracle = {view: check_view(project, view).ok for view in project.order}
@@ -84,15 +86,22 @@ def main() -> None:
         f"{time.strftime('%Y-%m-%dT%H:%M:%S%z')} · {os.cpu_count()} cores · load average at the end {os.getloadavg()[0]:.1f} · "
         f"each epoch: 20 new orders with their lines, 10 orders shipped, 5 orders deleted; one refresh of every view",
         "",
-        f"| view | modes | first {w} median s | last {w} median s | ratio | oracle |",
-        "|------|-------|----------------|---------------|-------|--------|",
+        f"| view | modes | in process | first {w} median s | last {w} median s | ratio | mean s (all, compactions included) | max s | oracle |",
+        "|------|-------|------------|----------------|---------------|-------|------|------|--------|",
     ]
     detail = {"epochs": args.epochs, "window": w, "views": {}, "tables": {}}
     for view, series in times.items():
         first, last = statistics.median(series[:w]), statistics.median(series[-w:])
         mode_text = ", ".join(f"{m} {n}" for m, n in sorted(modes[view].items()))
-        lines.append(f"| {view} | {mode_text} | {first:.3f} | {last:.3f} | {last / first:.2f} | {'OK' if oracle[view] else 'DIFFERENT'} |")
-        detail["views"][view] = {"first_median_s": first, "last_median_s": last, "modes": modes[view], "oracle_ok": oracle[view], "times_s": series}
+        mean, peak = statistics.fmean(series), max(series)
+        lines.append(
+            f"| {view} | {mode_text} | {in_process.get(view, 0)} | {first:.3f} | {last:.3f} | {last / first:.2f} | {mean:.3f} | {peak:.2f} | "
+            f"{'OK' if oracle[view] else 'DIFFERENT'} |"
+        )
+        detail["views"][view] = {
+            "first_median_s": first, "last_median_s": last, "mean_s": mean, "max_s": peak, "modes": modes[view],
+            "in_process": in_process.get(view, 0), "oracle_ok": oracle[view], "times_s": series,
+        }
     lines += ["", "| table | files | commits | log files after the last checkpoint |", "|-------|-------|---------|------|"]
     for name, (files, commits, log) in tables.items():
         lines.append(f"| {name} | {files} | {commits} | {log} |")
