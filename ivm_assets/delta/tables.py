@@ -1063,8 +1063,13 @@ def commit_metadata(uri: str, metadata: dict[str, str], *, after: int | None, sc
         if at is None:
             DeltaTable.create(uri, schema=schema, mode="error", configuration=OWN_TABLE, commit_properties=properties)
         else:
+            # An append of no rows through the writer, not an empty write transaction: the
+            # writer moves the handle to the new version, so the next commit (this refresh's
+            # last, or the next refresh's first) does not open the log again (~3 ms a commit).
             dt = _writable(uri, at)
-            dt.create_write_transaction([], mode="append", schema=dt.schema(), commit_properties=properties)
+            empty = pa.schema(dt.schema().to_arrow()).empty_table()
+            write_deltalake(dt, empty, mode="append", commit_properties=properties)
+            _keep_moved(uri, dt, at)
         return True
 
     _attempt(uri, after, attempt)
