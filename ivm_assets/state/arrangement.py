@@ -414,9 +414,10 @@ class StateTable:
         reads then open ever more files. The rewrite is one overwrite commit with the same
         logical content, so an interruption leaves either the old files or the new ones; it
         lands right after the version it read or not at all (another process moved the
-        table on: that one compacts next time). Rows are re-bucketed exactly as the recorded
-        layout says (a join hashes both sides as one common type, which a table's own column
-        types do not tell). Returns whether it rewrote the table.
+        table on: that one compacts next time). A small local table is compacted on the
+        driver (:meth:`_compacted_on_driver`); otherwise Spark re-buckets the rows exactly as
+        the recorded layout says (a join hashes both sides as one common type, which a
+        table's own column types do not tell). Returns whether it rewrote the table.
         """
         uri = self.uri(root)
         due = self.compaction_due(root, max_files_per_bucket=max_files_per_bucket)
