@@ -58,3 +58,16 @@ def test_keys_hashed_as_double_match_spark_casts(spark):
     for i, name in enumerate(names):
         assert spark_hash([as_double(table.column(name))]).tolist() == [r[i] for r in theirs], name
     assert as_double(pa.array([Decimal("12345678901234.5678")], pa.decimal128(18, 4))) is None  # unscaled ≥ 2^53
+
+
+def test_sliced_and_long_strings_and_decimals_hash_as_in_spark(spark):
+    # Arrow slices (offsets into shared buffers) and strings far longer than a word.
+    words = [("ç%d" % i) * (i % 23) + "é" * (i % 5) for i in range(200)]
+    table = pa.table({
+        "s": pa.array([w if i % 7 else None for i, w in enumerate(words)], pa.string()),
+        "dec": pa.array([Decimal(i * 37 - 3000) / 100 if i % 11 else None for i in range(200)], pa.decimal128(15, 2)),
+    }).slice(13, 150)
+    theirs = [r[0] for r in to_spark(spark, table).select(F.hash("s", "dec")).collect()]
+    assert spark_hash([table.column("s").combine_chunks(), table.column("dec").combine_chunks()]).tolist() == theirs
+    sliced = [table.column(n).chunk(0) for n in ("s", "dec")]  # a slice of the original buffers, offset 13
+    assert sliced[0].offset == 13 and spark_hash(sliced).tolist() == theirs
