@@ -84,8 +84,6 @@ _lock = threading.Lock()
 _footers: OrderedDict[Stamp, Footer] = OrderedDict()
 _groups: OrderedDict[tuple[Stamp, int], pa.Table] = OrderedDict()
 _held_bytes = 0
-# Row groups this process decoded from disk (statistics: a read that found them all held adds none).
-decoded = 0
 
 
 def budget_bytes() -> int:
@@ -114,11 +112,11 @@ def footer(path: str) -> Footer:
     return made
 
 
-def row_groups(file: Footer, groups: list[int], *, keep: bool = True) -> list[pa.Table]:
+def row_groups(file: Footer, groups: list[int], *, keep: bool = True) -> tuple[list[pa.Table], int]:
     """The rows of ``groups`` of ``file`` (normalized: see ``spark.arrow.normalize_table``),
-    decoded now or earlier; ``keep=False`` for a one-off read of files about to be replaced
-    (a compaction), which should not push out what lookups will ask for again."""
-    global decoded
+    decoded now or earlier, and how many were decoded now; ``keep=False`` for a one-off read
+    of files about to be replaced (a compaction), which should not push out what lookups
+    will ask for again."""
     found: dict[int, pa.Table] = {}
     with _lock:
         for group in groups:
@@ -127,7 +125,6 @@ def row_groups(file: Footer, groups: list[int], *, keep: bool = True) -> list[pa
                 _groups.move_to_end((file.stamp, group))
                 found[group] = table
     missing = [g for g in groups if g not in found]
-    decoded += len(missing)
     if missing:
         budget = budget_bytes() if keep else 0
         parquet = pq.ParquetFile(file.path, metadata=file.metadata)
@@ -138,7 +135,7 @@ def row_groups(file: Footer, groups: list[int], *, keep: bool = True) -> list[pa
                     _keep((file.stamp, group), table, budget)
         finally:
             parquet.close()
-    return [found[g] for g in groups]
+    return [found[g] for g in groups], len(missing)
 
 
 def remember(file: Footer, rows: pa.Table, key: str) -> bool:

@@ -53,10 +53,6 @@ CDF_ON = {"delta.enableChangeDataFeed": "true"}
 # one checkpoint per 100 commits). A checkpoint every 10 commits costs ~10 ms once and keeps
 # every later open of the table short, however many epochs ran.
 OWN_TABLE = {"delta.checkpointInterval": "10"}
-
-
-def _own_table(change_feed: bool) -> dict[str, str]:
-    return {**OWN_TABLE, **(CDF_ON if change_feed else {})}
 _CHANGE_WEIGHTS = {"insert": 1, "update_postimage": 1, "delete": -1, "update_preimage": -1}
 _CDF_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
 
@@ -146,7 +142,7 @@ def _commit_file_identity(uri: str, version: int) -> tuple[int, int, int] | None
     if local is None:
         return None
     try:
-        info = os.stat(os.path.join(local, "_delta_log", f"{version:020d}.json"))
+        info = os.stat(_commit_file(local, version))
     except OSError:
         return None
     return info.st_ino, info.st_size, info.st_mtime_ns
@@ -319,19 +315,32 @@ def _local_path(uri: str) -> str | None:
     return None if "://" in path else path
 
 
+def _commit_file(path: str, version: int) -> str:
+    """Where commit ``version`` of the local table at ``path`` is."""
+    return os.path.join(path, "_delta_log", f"{version:020d}.json")
+
+
+def _commit_actions(path: str, version: int, kind: str) -> list[dict] | None:
+    """The ``kind`` actions (``commitInfo``, ``add``, …) of one local commit file, in order;
+    None when the file is gone (log cleanup)."""
+    found = []
+    try:
+        with open(_commit_file(path, version), encoding="utf-8") as f:
+            for line in f:
+                if f'"{kind}"' in line:
+                    action = json.loads(line).get(kind)
+                    if isinstance(action, dict):
+                        found.append(action)
+    except FileNotFoundError:
+        return None
+    return found
+
+
 def _commit_info(path: str, version: int) -> dict | None:
     """The commitInfo action of one local commit file, with its ``version``; None when the
     file is gone (log cleanup) or has none."""
-    try:
-        with open(os.path.join(path, "_delta_log", f"{version:020d}.json"), encoding="utf-8") as f:
-            for line in f:
-                if '"commitInfo"' in line:
-                    info = json.loads(line).get("commitInfo")
-                    if isinstance(info, dict):
-                        return {**info, "version": version}
-    except FileNotFoundError:
-        return None
-    return None
+    infos = _commit_actions(path, version, "commitInfo")
+    return {**infos[0], "version": version} if infos else None
 
 
 def operations_between(uri: str, after: int, upto: int) -> list[tuple[int, str, dict]]:
@@ -556,11 +565,11 @@ def read_row_groups(chosen: RowGroups, *, cost: ReadCost | None = None, keep: bo
     for file, group in chosen.groups:
         by_file.setdefault(file.stamp, (file, []))[1].append(group)
     parts = [chosen.schema.empty_table()]
-    decoded_before = parquet_cache.decoded
     for file, groups in by_file.values():
-        parts.extend(r if r.schema == chosen.schema else _conform(r, chosen.schema) for r in parquet_cache.row_groups(file, groups, keep=keep))
-    if cost is not None:
-        cost.decoded += parquet_cache.decoded - decoded_before
+        tables, decoded = parquet_cache.row_groups(file, groups, keep=keep)
+        parts.extend(t if t.schema == chosen.schema else _conform(t, chosen.schema) for t in tables)
+        if cost is not None:
+            cost.decoded += decoded
     rows = pa.concat_tables(parts)
     if chosen.present is None:
         return rows
@@ -741,9 +750,10 @@ def _cache_written(uri: str, version: int, table: pa.Table, partition_by: list[s
     local = _local_path(uri)
     if local is None or len(partition_by) > 1 or parquet_cache.budget_bytes() <= 0:
         return
-    added = _added_files(local, version)
     by_value: dict[str | None, list[str]] = {}
-    for path, values in added:
+    for add in _commit_actions(local, version, "add") or []:
+        values = add.get("partitionValues") or {}
+        path = os.path.join(local, unquote(add["path"]))
         by_value.setdefault(values.get(partition_by[0]) if partition_by else None, []).append(path)
     for value, paths in by_value.items():
         if len(paths) != 1:
@@ -754,19 +764,6 @@ def _cache_written(uri: str, version: int, table: pa.Table, partition_by: list[s
             wanted = pc.is_null(column) if value is None else pc.equal(pc.cast(column, pa.string()), value)
             rows = table.filter(wanted).drop_columns(partition_by)
         parquet_cache.remember(parquet_cache.footer(paths[0]), rows, key)
-
-
-def _added_files(local: str, version: int) -> list[tuple[str, dict[str, str | None]]]:
-    """(local path, partition values) of each file commit ``version`` of the local table
-    at ``local`` added."""
-    out = []
-    with open(os.path.join(local, "_delta_log", f"{version:020d}.json"), encoding="utf-8") as f:
-        for line in f:
-            if '"add"' in line:
-                add = json.loads(line).get("add")
-                if isinstance(add, dict):
-                    out.append((os.path.join(local, unquote(add["path"])), add.get("partitionValues") or {}))
-    return out
 
 
 def rewrite(
@@ -997,6 +994,11 @@ def _write_at(
     )
     if target is not None:
         _keep_moved(uri, target, after)
+
+
+def _own_table(change_feed: bool) -> dict[str, str]:
+    """The configuration a table ivm creates starts with."""
+    return {**OWN_TABLE, **(CDF_ON if change_feed else {})}
 
 
 def _keep_moved(uri: str, dt: DeltaTable, after: int | None) -> None:

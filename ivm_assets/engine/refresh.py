@@ -5,9 +5,9 @@ claim with the ``started`` progress record (one commit) → each state table (ap
 overwrite on full) → output (MERGE, or overwrite on full) → ``committed`` progress record
 with the claim's release (one commit; when a compaction is due or the epoch was full:
 ``committed``, compactions, then the release). A refresh that finds a ``started`` epoch
-without ``committed`` repeats it from the inputs that record fixed. Every table commit is fenced to the version the
-``started`` record fixed for that table, so even two attempts of one epoch running at once
-apply it once.
+without ``committed`` repeats it from the inputs that record fixed. Every table commit is
+fenced to the version the ``started`` record fixed for that table, so even two attempts of
+one epoch running at once apply it once.
 """
 
 from __future__ import annotations
@@ -149,13 +149,13 @@ def _refresh(
         payload = {**record.payload, "stats": stats, "output_version_after": out_version, "engine": notes.get("engine")}
         done = EpochRecord(record.epoch, "committed", record.mode, record.reason, payload, now())
         tables = [t for op in operators(view.root) for t in op.state_tables] if view.root is not None else []
-        due = [t for t in tables if t.compaction_due(where.state_root) is not None]
+        due = [(t, found) for t in tables if (found := t.compaction_due(where.state_root)) is not None]
         if not due and record.mode != "full":
             held.finish(committed=done, started=None)
         else:
             held.commit(committed=done, started=None)
             # Both only touch what the committed epoch no longer needs to be right, under the claim.
-            stats["state_tables_compacted"] = sum(table.compact(spark, where.state_root) for table in due)
+            stats["state_tables_compacted"] = sum(table.compact_from(spark, where.state_root, *found) for table, found in due)
             if record.mode == "full":
                 stats["stale_state_tables_removed"] = delta.remove_tables_except(where.state_root, [t.table_name for t in tables])
     stats["delta_log_reads"] = delta.log_reads - log_reads_before

@@ -152,12 +152,13 @@ def as_double(values: pa.Array | pa.ChunkedArray) -> pa.Array | None:
         return values.cast(pa.float64(), safe=False)  # rounded to nearest, as Java's (double) long
     if not (pa.types.is_decimal128(t) and t.precision <= 18):
         return None
-    out = []
-    for v in values.to_pylist():
-        if v is not None and abs(int(v.scaleb(t.scale))) >= 2**53:
-            return None
-        out.append(None if v is None else float(v))
-    return pa.array(out, pa.float64())
+    unscaled = _unscaled_longs(values)
+    valid = ~np.asarray(values.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    if np.any(np.abs(unscaled[valid]) >= 2**53):
+        return None
+    # Both operands are exact doubles (10^scale is, up to 10^22), so IEEE division gives
+    # the correctly rounded quotient: Spark's value.
+    return pa.array(unscaled.astype(np.float64) / 10.0**t.scale, pa.float64(), mask=~valid)
 
 
 def spark_hash(columns: list[pa.Array]) -> np.ndarray | None:

@@ -419,11 +419,13 @@ class StateTable:
         the recorded layout says (a join hashes both sides as one common type, which a
         table's own column types do not tell). Returns whether it rewrote the table.
         """
-        uri = self.uri(root)
         due = self.compaction_due(root, max_files_per_bucket=max_files_per_bucket)
-        if due is None:
-            return False
-        version, layout = due
+        return due is not None and self.compact_from(spark, root, *due)
+
+    def compact_from(self, spark, root: str, version: int, layout: StateLayout) -> bool:
+        """:meth:`compact` of the table at ``version`` with its ``layout``, as
+        :meth:`compaction_due` found them."""
+        uri = self.uri(root)
         metadata = {LAYOUT_KEY: layout.to_json()}
         compacted = self._compacted_on_driver(uri, version)
         if compacted is not None:
