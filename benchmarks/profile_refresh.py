@@ -7,7 +7,10 @@ trips (calls into the JVM) and their time by the ivm_assets line that made them,
 functions with the most cumulative time (cProfile; time spent waiting on the JVM shows up
 under py4j's ``send_command``/``recv``).
 
-    python benchmarks/profile_refresh.py --sf 0.1 --views q03 [--top 25] [--warm 3] [--one-row]
+    python benchmarks/profile_refresh.py --sf 0.1 --views q03 [--top 25] [--warm 3] [--one-row | --full]
+
+``--full`` profiles a second full build of each view instead (warm: the first built it) and
+times plain Spark's recompute of the same SQL, written to a Delta table, beside it.
 
 Prints only; it is a tool for finding the next thing to optimize, not a benchmark.
 """
@@ -76,6 +79,7 @@ def main() -> None:
     parser.add_argument("--rf2", choices=("random", "lowest"), default="random")
     parser.add_argument("--warm", type=int, default=1, help="untimed batches before the profiled one")
     parser.add_argument("--one-row", action="store_true", help="profile the refresh of a one-line insert instead of a batch")
+    parser.add_argument("--full", action="store_true", help="profile a (second, warm) full build instead of a batch")
     args = parser.parse_args()
     views = args.views.split(",")
 
@@ -101,7 +105,7 @@ def main() -> None:
             for view in views:
                 ctx.project.refresh(views=[view])
         one_row = bench.OneRowChanges(spark, ctx.sources, 7)
-        if not args.one_row:
+        if not args.one_row and not args.full:
             batches.apply()
         for view in views:
             if args.one_row:
@@ -113,10 +117,15 @@ def main() -> None:
             profile = cProfile.Profile()
             start = time.perf_counter()
             profile.enable()
-            result = ctx.project.refresh(views=[view])[0]
+            result = ctx.project.refresh(views=[view], full=args.full)[0]
             profile.disable()
             seconds = time.perf_counter() - start
             print(f"\n=== {view}: {seconds:.2f} s, mode {result.mode}, rows in {result.rows_in}, out {result.rows_out}")
+            if args.full:
+                sql = bench.SQL_DIR.joinpath(f"{view}.sql").read_text()
+                start = time.perf_counter()
+                bench.full_recompute(spark, ctx.sources, sql, ctx.full_uri(view))
+                print(f"plain Spark recompute written to Delta: {time.perf_counter() - start:.2f} s")
             print("stats:", {k: v for k, v in result.stats.items() if not k.startswith("rows_in.")})
             by_table: collections.Counter[str] = collections.Counter()
             for (table, _, _), n in opens.items():

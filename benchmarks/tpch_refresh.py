@@ -309,8 +309,9 @@ def contributing_line_sql(sql: str, seed: int) -> str:
 
 
 # --- measuring ----------------------------------------------------------------------------
-def _tree_rss_bytes(root: int) -> int:
-    """RSS of ``root`` plus all its descendants (Spark's JVM and Python workers), read from /proc."""
+def _tree_rss_bytes(root: int) -> tuple[int, int]:
+    """RSS of ``root`` plus all its descendants (Spark's JVM and Python workers), and of
+    ``root`` alone, read from /proc."""
     children: dict[int, list[int]] = {}
     rss: dict[int, int] = {}
     for entry in os.scandir("/proc"):
@@ -330,7 +331,7 @@ def _tree_rss_bytes(root: int) -> int:
         pid = stack.pop()
         total += rss.get(pid, 0)
         stack.extend(children.get(pid, []))
-    return total
+    return total, rss.get(root, 0)
 
 
 class PeakRss:
@@ -342,14 +343,19 @@ class PeakRss:
     def __init__(self, interval: float = 0.2) -> None:
         self.interval = interval
         self.peak = 0
+        self.own_peak = 0  # the Python process alone (the issue's limit for a full build: 1 GiB)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
 
     def _sample(self) -> None:
         while True:
-            self.peak = max(self.peak, _tree_rss_bytes(os.getpid()))
+            self._take()
             if self._stop.wait(self.interval):
                 return
+
+    def _take(self) -> None:
+        tree, own = _tree_rss_bytes(os.getpid())
+        self.peak, self.own_peak = max(self.peak, tree), max(self.own_peak, own)
 
     def __enter__(self) -> PeakRss:
         self._thread.start()
@@ -358,7 +364,7 @@ class PeakRss:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
-        self.peak = max(self.peak, _tree_rss_bytes(os.getpid()))
+        self._take()
 
     @property
     def peak_mib(self) -> float:
@@ -369,6 +375,7 @@ class PeakRss:
 class Sample:
     seconds: float
     peak_mib: float
+    python_peak_mib: float = 0.0
 
 
 def measure(fn: Callable[[], Any]) -> tuple[Any, Sample]:
@@ -377,7 +384,7 @@ def measure(fn: Callable[[], Any]) -> tuple[Any, Sample]:
         start = time.perf_counter()
         out = fn()
         seconds = time.perf_counter() - start
-    return out, Sample(seconds, rss.peak_mib)
+    return out, Sample(seconds, rss.peak_mib, rss.own_peak / 2**20)
 
 
 _groups = itertools.count()
@@ -512,6 +519,8 @@ class ViewRun:
     view: str
     sql: str
     build: Sample | None = None
+    rebuild: Sample | None = None  # a second full build, warm, after the batches
+    rebuild_peer: Sample | None = None  # Spark's recompute written to Delta, right after it
     full: list[Sample] = field(default_factory=list)
     full_jobs: list[int | None] = field(default_factory=list)
     duckdb: list[dict[str, Any]] = field(default_factory=list)
@@ -657,6 +666,18 @@ def benchmark(ctx: Context, runs: list[ViewRun], batches: RefreshBatches, repeat
         for run in runs:  # untimed: take in the lines inserted for the views timed after this one
             if not run.error:
                 engine_call(run, "catch-up refresh", lambda: refresh_view(ctx.project, run.view))
+    print("warm full rebuild (`refresh --full`), then Spark's recompute of the same snapshots", flush=True)
+    for run in runs:
+        if not run.error:
+            result, run.rebuild = measure(lambda: engine_call(run, "full rebuild", lambda: refresh_view(ctx.project, run.view, full=True)))
+            _, run.rebuild_peer = measure(lambda: full_recompute(ctx.spark, ctx.sources, run.sql, ctx.full_uri(run.view)))
+            if result is not None:
+                print(
+                    f"  {run.view}: rebuild {run.rebuild.seconds:.2f}s ({result.stats.get('state_rows_written', 0)} state rows, "
+                    f"{_fmt(result.stats.get('spark_jobs'))} jobs, Python peak {run.rebuild.python_peak_mib:.0f} MiB), "
+                    f"recompute {run.rebuild_peer.seconds:.2f}s",
+                    flush=True,
+                )
     print("oracle", flush=True)
     for run in runs:
         if not run.error:
@@ -700,6 +721,10 @@ def summarize(run: ViewRun) -> dict[str, Any]:
         "view": run.view,
         "modes": sorted({r["mode"] for r in refreshes}),
         "build_s": run.build.seconds,
+        "build_python_mib": run.build.python_peak_mib,
+        "rebuild_s": run.rebuild.seconds if run.rebuild else None,
+        "rebuild_recompute_s": run.rebuild_peer.seconds if run.rebuild_peer else None,
+        "rebuild_python_mib": run.rebuild.python_peak_mib if run.rebuild else None,
         "full_s": full_s,
         "duckdb_s": _median(d.get("seconds") for d in run.duckdb),
         "incremental_s": incremental_s,
@@ -721,6 +746,7 @@ def summarize(run: ViewRun) -> dict[str, Any]:
 
 
 TIME_HEADER = ("view", "mode", "build s", "full s", "duckdb s", "incr s", "speed-up", "1-row s", "peak MiB full", "peak MiB incr", "oracle")
+BUILD_HEADER = ("view", "build s (cold)", "rebuild s (warm)", "recompute + write s", "rebuild / recompute", "Python peak MiB")
 WORK_HEADER = ("view", "spark jobs", "log reads", "state rows read", "state bytes read", "commits", "rows in", "rows out", "1-row jobs", "full jobs")
 
 
@@ -731,6 +757,15 @@ def time_row(s: dict[str, Any]) -> list[str]:
         s["view"], "/".join(s["modes"]), f"{s['build_s']:.2f}", f"{s['full_s']:.2f}", _fmt(s["duckdb_s"], ".2f"),
         f"{s['incremental_s']:.2f}", f"{s['speedup']:.1f}×", _fmt(s["one_row_s"], ".2f"),
         f"{s['peak_mib_full']:.0f}", f"{s['peak_mib_incremental']:.0f}", s["oracle"],
+    ]
+
+
+def build_row(s: dict[str, Any]) -> list[str]:
+    if "full_s" not in s or s["rebuild_s"] is None:
+        return [s["view"], *["—"] * (len(BUILD_HEADER) - 1)]
+    return [
+        s["view"], f"{s['build_s']:.2f}", f"{s['rebuild_s']:.2f}", f"{s['rebuild_recompute_s']:.2f}",
+        f"{s['rebuild_s'] / s['rebuild_recompute_s']:.1f}×", f"{max(s['build_python_mib'], s['rebuild_python_mib']):.0f}",
     ]
 
 
@@ -839,6 +874,13 @@ def report(args: argparse.Namespace, ctx: Context, runs: list[ViewRun], batches:
         "commits, change rows in and out; *1-row jobs* for the one-row refreshes, *full jobs* for the Spark recompute.",
         "",
         markdown_table(WORK_HEADER, [work_row(s) for s in summaries]),
+        "",
+        "Full builds: *build s* is the first build of the view (the first Spark work of the process for the first "
+        "view: cold JIT and code caches), *rebuild s* a second `refresh --full` after the batches (warm), "
+        "*recompute + write s* Spark's recompute of the same snapshots written to Delta right after it. "
+        "*Python peak MiB* is the RSS of the Python process alone (no JVM), highest over both builds.",
+        "",
+        markdown_table(BUILD_HEADER, [build_row(s) for s in summaries]),
     ]
     costs = [f"- {s['view']}: {s['cost'] if s.get('cost') else 'n/a'}" for s in summaries if "full_s" in s]
     if costs:

@@ -310,6 +310,11 @@ def _history_between(uri: str, after: int, upto: int) -> list[dict]:
     return [e for e in dt.history(max(dt.version() - after, 1)) if after < e.get("version", -1) <= upto]
 
 
+def is_local(uri: str) -> bool:
+    """Whether ``uri`` is a table on the local file system (a path or ``file://``)."""
+    return _local_path(uri) is not None
+
+
 def _local_path(uri: str) -> str | None:
     path = uri.removeprefix("file://")
     return None if "://" in path else path
@@ -844,7 +849,7 @@ def overwrite_epoch(
     the epoch's one commit, right after version ``after`` (None: create the table). Returns
     the rows written. See :func:`_commit_epoch` for what a lost race does.
 
-    A local table gets files written by Spark's executors (:func:`_spark_files`): the driver
+    A local table gets files written by Spark's executors (:func:`stage_files`): the driver
     never holds the rows, which a full refresh at scale would not fit. Elsewhere, or when
     the caller knows the rows are ``few`` (a Spark write job and its file commit protocol
     cost ~0.2 s, more than bringing a few thousand rows to the driver), the rows come to the
@@ -858,21 +863,43 @@ def overwrite_epoch(
             change_feed=change_feed, row_group_rows=row_group_rows, metadata=metadata,
         )
         return table.num_rows
-    files = _spark_files(uri, rows, partition_by=partition_by, sort_by=sort_by, row_group_rows=row_group_rows)
+    files = stage_files(uri, rows, partition_by=partition_by, sort_by=sort_by, row_group_rows=row_group_rows)
+    commit_staged(uri, files, epoch=epoch, after=after, change_feed=change_feed, metadata=metadata)
+    return files.rows
+
+
+def commit_staged(
+    uri: str, files: StagedFiles, *, epoch: Epoch, after: int | None, change_feed: bool = False, metadata: dict[str, str] | None = None
+) -> None:
+    """Replace the table's content by the ``files`` :func:`stage_files` wrote into its folder,
+    as the epoch's one commit right after version ``after`` (None: create the table)."""
 
     def attempt(at: int | None) -> bool:
         properties = epoch.commit_properties(metadata)
         if at is None:
             create_table_with_add_actions(
-                uri, DeltaSchema.from_arrow(files.schema), files.actions, mode="error", partition_by=partition_by or None,
+                uri, DeltaSchema.from_arrow(files.schema), files.actions, mode="error", partition_by=files.partition_by or None,
                 configuration=_own_table(change_feed), commit_properties=properties,
             )
         else:
-            _commit_files(uri, at, files, partition_by, properties)
+            _commit_files(uri, at, files, properties)
         return True
 
     _commit_epoch(uri, epoch, after, attempt)
-    return files.rows
+
+
+def read_staged(spark: SparkSession, uri: str, files: StagedFiles) -> DataFrame:
+    """The rows of staged ``files`` (not committed yet) as Spark reads them, their partition
+    columns included: a full refresh computes what it stores once and reads the stored files
+    back instead of keeping a copy on the executors."""
+    root = _local_path(uri)
+    paths = [os.path.join(root, a.path) for a in files.actions]
+    schema = spark_schema(files.schema)
+    if not paths:
+        return spark.createDataFrame([], schema)
+    rows = spark.read.option("basePath", root).parquet(*paths)
+    # Partition values come back from the folder names, typed by inference: as written.
+    return rows.select(*[F.col(f"`{f.name}`").cast(f.dataType).alias(f.name) for f in schema.fields])
 
 
 def rewrite_rows(
@@ -883,14 +910,14 @@ def rewrite_rows(
     if _local_path(uri) is None:
         table = _sorted(to_arrow(rows), [*partition_by, *sort_by])
         return rewrite(uri, table, after=after, partition_by=partition_by, row_group_rows=row_group_rows, metadata=metadata)
-    files = _spark_files(uri, rows, partition_by=partition_by, sort_by=sort_by, row_group_rows=row_group_rows)
-    return _compaction_commit(uri, after, lambda at, properties: _commit_files(uri, at, files, partition_by, properties), metadata)
+    files = stage_files(uri, rows, partition_by=partition_by, sort_by=sort_by, row_group_rows=row_group_rows)
+    return _compaction_commit(uri, after, lambda at, properties: _commit_files(uri, at, files, properties), metadata)
 
 
-def _commit_files(uri: str, at: int | None, files: _SparkFiles, partition_by: list[str], properties: CommitProperties) -> None:
+def _commit_files(uri: str, at: int | None, files: StagedFiles, properties: CommitProperties) -> None:
     """Replace the content of the table (as of version ``at``) by ``files`` in one commit."""
     _writable(uri, at).create_write_transaction(
-        files.actions, mode="overwrite", schema=files.schema, partition_by=partition_by or None, commit_properties=properties
+        files.actions, mode="overwrite", schema=files.schema, partition_by=files.partition_by or None, commit_properties=properties
     )
 
 
@@ -899,10 +926,13 @@ def _sorted(table: pa.Table, columns: list[str]) -> pa.Table:
 
 
 @dataclass(frozen=True)
-class _SparkFiles:
+class StagedFiles:
+    """Parquet files written into a table's folder and not committed yet."""
+
     actions: list[AddAction]
     rows: int
     schema: pa.Schema  # the table's schema: every column nullable, as the Arrow path writes it
+    partition_by: list[str]
 
 
 # Parquet row groups of Spark-written files, in bytes (parquet-java's own default is 128 MiB:
@@ -910,9 +940,9 @@ class _SparkFiles:
 SPARK_ROW_GROUP_BYTES = 1 << 20
 
 
-def _spark_files(
+def stage_files(
     uri: str, rows: DataFrame, *, partition_by: list[str], sort_by: list[str], row_group_rows: int | None = None
-) -> _SparkFiles:
+) -> StagedFiles:
     """Spark writes ``rows`` as parquet into a staging folder inside the table's folder; the
     files then move (one rename each, same file system) to where delta-rs puts its own:
     ``<table>/<k>=<v>/part-….parquet``. Until the driver commits them they are not part of
@@ -960,7 +990,7 @@ def _spark_files(
             )
     shutil.rmtree(staging, ignore_errors=True)
     _crossed("files")
-    return _SparkFiles(actions, total, _nullable(spark_to_arrow_schema(rows.schema)))
+    return StagedFiles(actions, total, _nullable(spark_to_arrow_schema(rows.schema)), partition_by)
 
 
 def _nullable(schema: pa.Schema) -> pa.Schema:

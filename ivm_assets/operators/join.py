@@ -54,8 +54,9 @@ class JoinOp(KeyedPair):
 
     def step(self, ctx: EpochContext) -> DataFrame:
         left_change, right_change, types = self.changes(ctx)
-        dl = keyed_change(ctx, self.left, self._keyed(left_change, self.left_keys), self.left_keys, types)
-        dr = keyed_change(ctx, self.right, self._keyed(right_change, self.right_keys), self.right_keys, types)
+        # Each side's keyed change is exactly what its state table stores (NULL keys left out).
+        dl = keyed_change(ctx, self.left, self._keyed(left_change, self.left_keys), self.left_keys, types, self.left_state)
+        dr = keyed_change(ctx, self.right, self._keyed(right_change, self.right_keys), self.right_keys, types, self.right_state)
         left, right = dl.df.drop(BUCKET), dr.df.drop(BUCKET)
         parts: list[DataFrame] = []
         old_right = self.right_state.read(ctx, dl, self.left_keys)

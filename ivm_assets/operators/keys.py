@@ -66,10 +66,16 @@ def key_types(left: DataFrame, right: DataFrame, left_keys: tuple[str, ...], rig
     return [hash_type(left.schema[a].dataType, right.schema[b].dataType) for a, b in zip(left_keys, right_keys)]
 
 
-def keyed_change(ctx: EpochContext, op: Operator, change: DataFrame, keys: tuple[str, ...], types: list) -> Batch:
-    """``op``'s change with ``__bucket`` over ``keys``, materialized once (or known empty)."""
+def keyed_change(
+    ctx: EpochContext, op: Operator, change: DataFrame, keys: tuple[str, ...], types: list, store: StateTable | None = None
+) -> Batch:
+    """``op``'s change with ``__bucket`` over ``keys``, materialized once (or known empty);
+    staged into ``store`` when the whole change is what that state table will hold
+    (:meth:`StateTable.stage`)."""
     change = with_bucket(change, keys, ctx.buckets, types)
-    return nothing(change) if op.unchanged(ctx) else materialize(change, small=not ctx.full)
+    if op.unchanged(ctx):
+        return nothing(change)
+    return store.stage(ctx, change, types) if store is not None else materialize(change, small=not ctx.full)
 
 
 def all_present(keys: tuple[str, ...]) -> Column:

@@ -35,7 +35,7 @@ from pyspark.sql import functions as F
 from ivm_assets.delta import tables as delta
 from ivm_assets.delta.tables import WEIGHT
 from ivm_assets.errors import RefreshError
-from ivm_assets.operators.base import Batch, EpochContext, col, consolidate, null_safe_match
+from ivm_assets.operators.base import Batch, EpochContext, col, consolidate, materialize, null_safe_match
 from ivm_assets.spark.arrow import to_arrow, to_spark
 from ivm_assets.state import driver_rows
 from ivm_assets.sql.plan import q
@@ -181,6 +181,15 @@ def _by_bucket(touched: pa.Table, key: str) -> dict[str, pa.Array]:
     pairs = touched.select([key, BUCKET]).group_by([BUCKET, key]).aggregate([])
     buckets = pairs.column(BUCKET)
     return {str(b): pairs.column(key).filter(pc.equal(buckets, b)).combine_chunks() for b in pc.unique(buckets).to_pylist()}
+
+
+class Staged(Batch):
+    """A full refresh's rows for one state table, written into its folder by
+    :meth:`StateTable.stage` and not committed yet; its frame reads those files."""
+
+    def __init__(self, df: DataFrame, files: delta.StagedFiles, table_name: str) -> None:
+        super().__init__(df, files.rows)
+        self.files, self.table_name = files, table_name
 
 
 class StateTable:
@@ -350,6 +359,31 @@ class StateTable:
         text = head[1].get(LAYOUT_KEY)
         return head[0], StateLayout.from_json(text) if text else None
 
+    def stage(self, ctx: EpochContext, rows: DataFrame, types: list) -> Batch:
+        """``rows`` (the state's columns, ``__w`` for a z-set, ``__bucket``) computed once,
+        as the batch to pass to :meth:`write` later and to read meanwhile.
+
+        In a full refresh of a local table the executors write them straight into this
+        table's folder, sorted and bucketed as the table keeps them; the commit comes later
+        in the epoch's order (:meth:`write`), and meanwhile the batch reads the written files.
+        The alternative, a checkpoint on the executors plus a count and then the write, costs
+        two more passes over the rows (TPC-H Q3 at SF 1: 3.8 s of a 10.4 s build). Elsewhere
+        (an incremental epoch, a remote table, or a repeat of a full epoch this table already
+        holds) the rows are materialized as usual.
+        """
+        uri = self.uri(ctx)
+        if not ctx.full or not delta.is_local(uri) or delta.holds_epoch(uri, ctx.epoch):
+            return materialize(rows, small=not ctx.full)
+        stored = rows.select(*[col(c) for c in self._stored_columns()], col(BUCKET))
+        if self.layout_kind == "latest":
+            stored = stored.withColumn(EPOCH, F.lit(ctx.epoch.number).cast("bigint"))
+        files = delta.stage_files(uri, stored, partition_by=[BUCKET], sort_by=list(self.keys), row_group_rows=ROW_GROUP_ROWS)
+        read = delta.read_staged(ctx.spark, uri, files)
+        return Staged(read.drop(EPOCH) if self.layout_kind == "latest" else read, files, self.table_name)
+
+    def _stored_columns(self) -> list[str]:
+        return [*self.columns, WEIGHT] if self.layout_kind == "zset" else list(self.columns)
+
     def write(self, ctx: EpochContext, rows: Batch, types: list) -> None:
         """Append ``rows`` (overwrite everything on a full refresh), tagged with the epoch,
         right after the table version the epoch recorded (so never twice). The commit is
@@ -376,9 +410,12 @@ class StateTable:
             return  # nothing to append
         if delta.holds_epoch(uri, ctx.epoch):
             return  # an interrupted attempt of this epoch already wrote it
-        names = [*self.columns, WEIGHT] if self.layout_kind == "zset" else list(self.columns)
+        names = self._stored_columns()
         meta = {LAYOUT_KEY: layout.to_json()}
-        if ctx.full:
+        if isinstance(rows, Staged) and rows.table_name == self.table_name:
+            delta.commit_staged(uri, rows.files, epoch=ctx.epoch, after=after, metadata=meta)
+            written = rows.rows
+        elif ctx.full:
             # The whole state: written by the executors, never collected to the driver (unless few rows).
             df = rows.df.select(*[col(c) for c in names], col(BUCKET))
             if self.layout_kind == "latest":
