@@ -309,9 +309,8 @@ def contributing_line_sql(sql: str, seed: int) -> str:
 
 
 # --- measuring ----------------------------------------------------------------------------
-def _tree_rss_bytes(root: int) -> tuple[int, int]:
-    """RSS of ``root`` plus all its descendants (Spark's JVM and Python workers), and of
-    ``root`` alone, read from /proc."""
+def _tree_rss_bytes(root: int) -> int:
+    """RSS of ``root`` plus all its descendants (Spark's JVM and Python workers), read from /proc."""
     children: dict[int, list[int]] = {}
     rss: dict[int, int] = {}
     for entry in os.scandir("/proc"):
@@ -331,7 +330,7 @@ def _tree_rss_bytes(root: int) -> tuple[int, int]:
         pid = stack.pop()
         total += rss.get(pid, 0)
         stack.extend(children.get(pid, []))
-    return total, rss.get(root, 0)
+    return total
 
 
 class PeakRss:
@@ -343,19 +342,14 @@ class PeakRss:
     def __init__(self, interval: float = 0.2) -> None:
         self.interval = interval
         self.peak = 0
-        self.own_peak = 0  # the Python process alone (the issue's limit for a full build: 1 GiB)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
 
     def _sample(self) -> None:
         while True:
-            self._take()
+            self.peak = max(self.peak, _tree_rss_bytes(os.getpid()))
             if self._stop.wait(self.interval):
                 return
-
-    def _take(self) -> None:
-        tree, own = _tree_rss_bytes(os.getpid())
-        self.peak, self.own_peak = max(self.peak, tree), max(self.own_peak, own)
 
     def __enter__(self) -> PeakRss:
         self._thread.start()
@@ -364,7 +358,7 @@ class PeakRss:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
-        self._take()
+        self.peak = max(self.peak, _tree_rss_bytes(os.getpid()))
 
     @property
     def peak_mib(self) -> float:
@@ -375,7 +369,6 @@ class PeakRss:
 class Sample:
     seconds: float
     peak_mib: float
-    python_peak_mib: float = 0.0
 
 
 def measure(fn: Callable[[], Any]) -> tuple[Any, Sample]:
@@ -384,7 +377,7 @@ def measure(fn: Callable[[], Any]) -> tuple[Any, Sample]:
         start = time.perf_counter()
         out = fn()
         seconds = time.perf_counter() - start
-    return out, Sample(seconds, rss.peak_mib, rss.own_peak / 2**20)
+    return out, Sample(seconds, rss.peak_mib)
 
 
 _groups = itertools.count()
@@ -674,7 +667,7 @@ def benchmark(ctx: Context, runs: list[ViewRun], batches: RefreshBatches, repeat
             if result is not None:
                 print(
                     f"  {run.view}: rebuild {run.rebuild.seconds:.2f}s ({result.stats.get('state_rows_written', 0)} state rows, "
-                    f"{_fmt(result.stats.get('spark_jobs'))} jobs, Python peak {run.rebuild.python_peak_mib:.0f} MiB), "
+                    f"{_fmt(result.stats.get('spark_jobs'))} jobs), "
                     f"recompute {run.rebuild_peer.seconds:.2f}s",
                     flush=True,
                 )
@@ -721,10 +714,8 @@ def summarize(run: ViewRun) -> dict[str, Any]:
         "view": run.view,
         "modes": sorted({r["mode"] for r in refreshes}),
         "build_s": run.build.seconds,
-        "build_python_mib": run.build.python_peak_mib,
         "rebuild_s": run.rebuild.seconds if run.rebuild else None,
         "rebuild_recompute_s": run.rebuild_peer.seconds if run.rebuild_peer else None,
-        "rebuild_python_mib": run.rebuild.python_peak_mib if run.rebuild else None,
         "full_s": full_s,
         "duckdb_s": _median(d.get("seconds") for d in run.duckdb),
         "incremental_s": incremental_s,
@@ -746,7 +737,7 @@ def summarize(run: ViewRun) -> dict[str, Any]:
 
 
 TIME_HEADER = ("view", "mode", "build s", "full s", "duckdb s", "incr s", "speed-up", "1-row s", "peak MiB full", "peak MiB incr", "oracle")
-BUILD_HEADER = ("view", "build s (cold)", "rebuild s (warm)", "recompute + write s", "rebuild / recompute", "Python peak MiB")
+BUILD_HEADER = ("view", "build s (cold)", "rebuild s (warm)", "recompute + write s", "rebuild / recompute")
 WORK_HEADER = ("view", "spark jobs", "log reads", "state rows read", "state bytes read", "commits", "rows in", "rows out", "1-row jobs", "full jobs")
 
 
@@ -765,7 +756,7 @@ def build_row(s: dict[str, Any]) -> list[str]:
         return [s["view"], *["—"] * (len(BUILD_HEADER) - 1)]
     return [
         s["view"], f"{s['build_s']:.2f}", f"{s['rebuild_s']:.2f}", f"{s['rebuild_recompute_s']:.2f}",
-        f"{s['rebuild_s'] / s['rebuild_recompute_s']:.1f}×", f"{max(s['build_python_mib'], s['rebuild_python_mib']):.0f}",
+        f"{s['rebuild_s'] / s['rebuild_recompute_s']:.1f}×",
     ]
 
 
@@ -878,7 +869,7 @@ def report(args: argparse.Namespace, ctx: Context, runs: list[ViewRun], batches:
         "Full builds: *build s* is the first build of the view (the first Spark work of the process for the first "
         "view: cold JIT and code caches), *rebuild s* a second `refresh --full` after the batches (warm), "
         "*recompute + write s* Spark's recompute of the same snapshots written to Delta right after it. "
-        "*Python peak MiB* is the RSS of the Python process alone (no JVM), highest over both builds.",
+        "The Python process's memory during a build is measured in a fresh process by `build_memory.py`.",
         "",
         markdown_table(BUILD_HEADER, [build_row(s) for s in summaries]),
     ]
