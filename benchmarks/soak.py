@@ -48,6 +48,16 @@ def _log_length(table: Path) -> int:
     return sum(1 for c in commits if c > last)
 
 
+def _source_rows(root: Path) -> dict[str, int | None]:
+    """Rows of each demo source table now (from the Delta log's statistics)."""
+    sources = root / "sources"
+    return {p.name: delta.row_count(str(p), delta.latest_version(str(p))) for p in sorted(sources.iterdir()) if (p / "_delta_log").exists()}
+
+
+def _n(rows: int | None) -> str:
+    return "?" if rows is None else f"{rows:,}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=300)
@@ -61,6 +71,11 @@ def main() -> None:
     project = IvmProject.load(root, spark=spark)
     project.refresh()
     times: dict[str, list[float]] = {}
+    # Per epoch: the state rows the refresh's lookups decoded, and its change rows in: what
+    # the work grew with, beside the time.
+    state_rows: dict[str, list[int]] = {}
+    rows_in: dict[str, list[int]] = {}
+    source_rows = {"start": _source_rows(root)}
     modes: dict[str, dict[str, int]] = {}
     in_process: dict[str, int] = {}
     started = time.perf_counter()
@@ -69,12 +84,15 @@ def main() -> None:
             apply_demo_changes(root, seed=args.seed * 100_000 + epoch, new_orders=20, status_changes=10, deletions=5)
             for result in project.refresh():
                 times.setdefault(result.view, []).append(result.duration_s)
+                state_rows.setdefault(result.view, []).append(result.stats.get("state_rows_read", 0))
+                rows_in.setdefault(result.view, []).append(result.rows_in)
                 counts = modes.setdefault(result.view, {})
                 counts[result.mode] = counts.get(result.mode, 0) + 1
                 in_process[result.view] = in_process.get(result.view, 0) + (result.engine == "in process")
             if epoch % 25 == 0:
                 print(f"epoch {epoch}: {time.perf_counter() - started:.0f} s", flush=True)
         oracle = {view: check_view(project, view).ok for view in project.order}
+        source_rows["end"] = _source_rows(root)
         tables = {name: (delta.file_count(str(path)), delta.latest_version(str(path)) + 1, _log_length(path)) for name, path in _tables(root).items()}
     finally:
         stop_spark()
@@ -86,22 +104,29 @@ def main() -> None:
         f"{time.strftime('%Y-%m-%dT%H:%M:%S%z')} · {os.cpu_count()} cores · load average at the end {os.getloadavg()[0]:.1f} · "
         f"each epoch: 20 new orders with their lines, 10 orders shipped, 5 orders deleted; one refresh of every view",
         "",
-        f"| view | modes | in process | first {w} median s | last {w} median s | ratio | mean s (all, compactions included) | max s | oracle |",
-        "|------|-------|------------|----------------|---------------|-------|------|------|--------|",
+        "Source rows at the start → end: " + ", ".join(f"{n} {_n(source_rows['start'][n])} → {_n(source_rows['end'][n])}" for n in source_rows["start"]),
+        "",
+        f"| view | modes | in process | first {w} median s | last {w} median s | ratio | mean s (all, compactions included) | max s | "
+        f"state rows read, first → last {w} median | change rows in, first → last {w} median | oracle |",
+        "|------|-------|------------|----------------|---------------|-------|------|------|------|------|--------|",
     ]
     detail = {"epochs": args.epochs, "window": w, "views": {}, "tables": {}}
     for view, series in times.items():
         first, last = statistics.median(series[:w]), statistics.median(series[-w:])
         mode_text = ", ".join(f"{m} {n}" for m, n in sorted(modes[view].items()))
         mean, peak = statistics.fmean(series), max(series)
+        read = (statistics.median(state_rows[view][:w]), statistics.median(state_rows[view][-w:]))
+        changed = (statistics.median(rows_in[view][:w]), statistics.median(rows_in[view][-w:]))
         lines.append(
             f"| {view} | {mode_text} | {in_process.get(view, 0)} | {first:.3f} | {last:.3f} | {last / first:.2f} | {mean:.3f} | {peak:.2f} | "
-            f"{'OK' if oracle[view] else 'DIFFERENT'} |"
+            f"{read[0]:,.0f} → {read[1]:,.0f} | {changed[0]:,.0f} → {changed[1]:,.0f} | {'OK' if oracle[view] else 'DIFFERENT'} |"
         )
         detail["views"][view] = {
             "first_median_s": first, "last_median_s": last, "mean_s": mean, "max_s": peak, "modes": modes[view],
             "in_process": in_process.get(view, 0), "oracle_ok": oracle[view], "times_s": series,
+            "state_rows_read": state_rows[view], "rows_in": rows_in[view],
         }
+    detail["source_rows"] = source_rows
     lines += ["", "| table | files | commits | log files after the last checkpoint |", "|-------|-------|---------|------|"]
     for name, (files, commits, log) in tables.items():
         lines.append(f"| {name} | {files} | {commits} | {log} |")

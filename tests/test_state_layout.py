@@ -9,6 +9,7 @@ delete after compaction re-bucketed each side by its own type.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pyarrow as pa
 from tests.conftest import assert_oracle
@@ -17,6 +18,7 @@ from dataclasses import replace
 
 from ivm_assets import IvmProject
 from ivm_assets.delta import tables as delta
+from ivm_assets.engine.refresh import LOG_CLEANUP_EPOCHS
 from ivm_assets.sql.incrementalize import fingerprint, operators
 from ivm_assets.state.arrangement import FORMAT, StateLayout
 from ivm_assets.state.progress import Progress
@@ -247,3 +249,37 @@ def test_compaction_on_the_driver_keeps_each_row_in_its_bucket_and_the_content_t
     after = {t.table_name: _logical(project, t, delta.latest_version(t.uri(root))) for t in tables}
     assert all(t.compact(project.spark, root, max_files_per_bucket=0) for t in tables)
     assert {t.table_name: _logical(project, t, delta.latest_version(t.uri(root))) for t in tables} == after
+
+
+def _log_versions(uri: str) -> list[int]:
+    log = Path(uri) / "_delta_log"
+    return sorted(int(p.name[:20]) for p in log.glob("*.json") if p.name[:20].isdigit())
+
+
+def test_internal_logs_are_cleaned_and_the_output_keeps_its_history(builder):
+    """State tables and progress logs drop the log files before their last checkpoint every
+    LOG_CLEANUP_EPOCHS epochs (delta-rs lists the whole log folder on each commit, so a log
+    that only grows makes every epoch slower); the output keeps Delta's retention, for its
+    users' time travel and downstream change feeds. Refreshes stay right throughout."""
+    project = _built(builder)
+    location = project.location("v")
+    for i in range(2 * LOG_CLEANUP_EPOCHS + 3):
+        delta.write(
+            builder.uri("orders"),
+            pa.table({"id": pa.array([100 + i], pa.int64()), "cust": pa.array([i % 8], pa.int64()), "amount": pa.array([i], pa.int64())}),
+            mode="append",
+        )
+        (result,) = project.refresh()
+        assert result.mode == "incremental", result.summary()
+    internal = [location.progress, *(t.uri(location.state_root) for op in operators(_root(project, "v")) for t in op.state_tables)]
+    for uri in internal:
+        versions = _log_versions(uri)
+        # A table with more commits than a checkpoint interval lost its first ones.
+        assert len(versions) <= 3 * LOG_CLEANUP_EPOCHS and (versions[-1] < 20 or versions[0] > 0), (uri, versions)
+        assert delta.is_delta_table(uri)
+    assert _log_versions(location.progress)[0] > 0  # two commits an epoch: cleaned
+    assert _log_versions(location.output)[0] == 0  # every commit of the output still there
+    assert_oracle(project)
+    (result,) = project.refresh(full=True)  # a rebuild over cleaned logs
+    assert result.mode == "full"
+    assert_oracle(project)

@@ -154,3 +154,19 @@ def test_a_table_created_again_under_the_same_path_is_not_read_through_a_kept_ha
     delta.write_epoch(uri, pa.concat_tables([ROWS, ROWS, ROWS]), epoch=_epoch(1), after=None, mode="overwrite")
     with delta.reusing_handles():
         assert delta.row_count(uri, 0) == 6
+
+
+def test_a_local_table_is_recognized_without_listing_its_log(tmp_path):
+    """A folder is a table when its log holds a commit file, also once the first commits
+    were cleaned up (a checkpoint pointer then names the table); not when the log is empty."""
+    assert not delta.is_delta_table(str(tmp_path / "nothing"))
+    (tmp_path / "empty" / "_delta_log").mkdir(parents=True)
+    assert not delta.is_delta_table(str(tmp_path / "empty"))
+    uri = str(tmp_path / "state")
+    delta.write_epoch(uri, ROWS, epoch=_epoch(1), after=None, mode="overwrite")
+    for n in range(2, 25):
+        delta.write_epoch(uri, ROWS, epoch=_epoch(n), after=n - 2, mode="append")
+    delta.clean_log(uri)
+    assert not (tmp_path / "state" / "_delta_log" / f"{0:020d}.json").exists()
+    assert delta.is_delta_table(uri) and delta.latest_version(uri) == 23
+    assert delta.read_small(uri).num_rows == 2 * 24
