@@ -77,6 +77,25 @@ def builder(tmp_path, spark) -> ProjectBuilder:
     return ProjectBuilder(tmp_path / "project", spark)
 
 
+@pytest.fixture(params=["spark", "in process"])
+def engine(request, monkeypatch) -> str:
+    """Runs the test twice: every incremental epoch in Spark, then in process where it can.
+    A test that expects an epoch in process checks ``RefreshResult.engine`` (see
+    :func:`assert_engine`): an epoch that silently went to Spark would test Spark twice."""
+    from ivm_assets.engine.refresh import SMALL_EPOCHS_ENV
+
+    monkeypatch.setenv(SMALL_EPOCHS_ENV, "spark" if request.param == "spark" else "auto")
+    return request.param
+
+
+def assert_engine(results, engine: str) -> None:
+    """Every incremental epoch of ``results`` ran on ``engine`` ("spark" or "in process")."""
+    for r in results:
+        if r.mode == "incremental":
+            ran = "in process" if r.engine == "in process" else "spark"
+            assert ran == engine, f"{r.view}: expected its epoch {engine}, it ran {r.engine}"
+
+
 def assert_oracle(project, views=None) -> None:
     """Every view equals its query recomputed at the recorded source versions."""
     from ivm_assets.engine.oracle import check_view

@@ -237,7 +237,7 @@ class LocalEpoch:
         new = _cast(self._first(op, self._advance(op, old, change)), schema, schema.names)
         if int(pc.sum(new.column(WEIGHT)).as_py() or 0) < op.offset + op.limit:
             # Deletes drained the buffer: refill from the whole input A + ΔA.
-            rows = self._current(op.rows, op.rows.read(self.ctx, Batch.of_table(self.ctx.spark, batch), ()))
+            rows = self._current(op.rows, op.rows.read(self.ctx, None, ()))
             everything = self.consolidate(pa.concat_tables([_cast(rows, schema, schema.names), change]), op.row_columns) if rows is not None else change
             new = _cast(self._first(op, everything), schema, schema.names)
             self.ctx.stats["top_k_refills"] = self.ctx.stats.get("top_k_refills", 0) + 1

@@ -138,7 +138,9 @@ class TopKOp(Operator):
         if not self.partition:
             if _copies(new) >= need:
                 return new
-            raw = self.rows.read(ctx, batch, ())
+            # The whole input, not the rows of the change's buckets: a change that cancels
+            # out (a no-op UPDATE, an insert a filter drops) has no rows, and so no bucket.
+            raw = self.rows.read(ctx, None, ())
             everything = consolidate(raw.df.unionByName(delta), self.row_columns) if raw is not None else delta
             ctx.stats["top_k_refills"] = ctx.stats.get("top_k_refills", 0) + 1
             return materialize(self._first(everything), small=True)

@@ -8,10 +8,13 @@ by one.
 
 from __future__ import annotations
 
+import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ivm_assets.delta import tables as delta
 from ivm_assets.operators import top_k
+from tests.conftest import assert_engine, assert_oracle, output_rows
 from tests.operators.harness import property_settings, run_random_batches
 
 
@@ -32,3 +35,22 @@ def test_top_k(spark, data, monkeypatch):
             "FROM t) WHERE rn <= 2",
         },
     )
+
+
+def test_change_that_cancels_out_keeps_every_row(builder, engine):
+    """A no-op UPDATE (delta-rs rewrites the file: every row deleted and inserted again) and an
+    insert a WHERE drops leave the top-k's input change empty; with fewer rows than the LIMIT
+    the buffer refills from the whole input, which an empty change used to read as nothing:
+    the view was emptied (issue 23)."""
+    builder.source("customer", pa.table({"c_custkey": pa.array([1, 2], pa.int64()), "c_name": ["alice", "bob"]}))
+    builder.view("v", "SELECT c_custkey, c_name FROM customer ORDER BY c_custkey LIMIT 100")
+    builder.view("w", "SELECT c_custkey FROM customer WHERE c_name <> 'zed' ORDER BY c_name DESC LIMIT 5")
+    project = builder.load()
+    project.refresh()
+    delta.update_rows(builder.uri("customer"), set_sql={"c_name": "'alice'"}, predicate="c_custkey = 1")
+    assert_engine(project.refresh(), engine)
+    assert output_rows(project, "v") == [(1, "alice"), (2, "bob")]
+    delta.write(builder.uri("customer"), pa.table({"c_custkey": pa.array([3], pa.int64()), "c_name": ["zed"]}), mode="append")
+    assert_engine(project.refresh(), engine)
+    assert output_rows(project, "w") == [(1,), (2,)]
+    assert_oracle(project)
