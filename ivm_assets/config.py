@@ -14,15 +14,38 @@ Unknown keys and wrong types are errors that name the file, the line and the key
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ivm_assets.errors import ConfigError
 
 RefreshPolicy = Literal["auto", "incremental", "full"]
+
+# Names of sources and views: plain Spark SQL identifiers, which are also valid Delta table
+# folder names and Dagster asset key parts.
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+NAME_RULE = "letters A-Z, digits and _, not starting with a digit"
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a source or a view (None when it can)."""
+    return None if _NAME.fullmatch(name) else f"{name!r} is not a plain SQL identifier ({NAME_RULE})"
+
+
+def case_collisions(names: list[str]) -> list[tuple[str, str]]:
+    """Pairs of ``names`` that differ only in case: Spark SQL resolves table names
+    case-insensitively, so such a pair would name one table."""
+    seen: dict[str, str] = {}
+    pairs = []
+    for name in names:
+        other = seen.setdefault(name.lower(), name)
+        if other != name:
+            pairs.append((other, name))
+    return pairs
 
 
 class Freshness(BaseModel):
@@ -58,13 +81,6 @@ class ProjectConfig(BaseModel):
     # third of this): how soon a refresh can take over from one that was killed.
     lease_seconds: float = Field(default=60.0, gt=0, le=86400)
 
-    @field_validator("sources")
-    @classmethod
-    def _names(cls, value: dict[str, str]) -> dict[str, str]:
-        for name in value:
-            if not name.isidentifier():
-                raise ValueError(f"source name {name!r} must be a plain SQL identifier (letters, digits, _)")
-        return value
 
 
 def _key_lines(node: yaml.Node, path: tuple = ()) -> dict[tuple, int]:
@@ -98,7 +114,7 @@ def load_config(path: Path) -> ProjectConfig:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of settings (warehouse, sources, views), found {type(data).__name__}")
     try:
-        return ProjectConfig.model_validate(data)
+        config = ProjectConfig.model_validate(data)
     except ValidationError as exc:
         lines = _key_lines(node) if node is not None else {}
         problems = []
@@ -113,6 +129,23 @@ def load_config(path: Path) -> ProjectConfig:
             else:
                 problems.append(f"{where}: `{key}`: {err['msg']} (found {err.get('input')!r})")
         raise ConfigError("invalid ivm.yaml:\n  " + "\n  ".join(problems)) from exc
+    _check_source_names(config, path, _key_lines(node) if node is not None else {})
+    return config
+
+
+def _check_source_names(config: ProjectConfig, path: Path, lines: dict[tuple, int]) -> None:
+    def where(name: str) -> str:
+        line = lines.get(("sources", name))
+        return f"{path}:{line}" if line else str(path)
+
+    for name in config.sources:
+        if problem := name_problem(name):
+            raise ConfigError(f"{where(name)}: source name {problem}; rename it")
+    for a, b in case_collisions(list(config.sources)):
+        raise ConfigError(
+            f"{where(b)}: sources `{a}` and `{b}` differ only in case, and Spark SQL resolves table names "
+            "case-insensitively, so both would read one table; rename one"
+        )
 
 
 def _allowed_keys(parent: tuple) -> list[str]:

@@ -17,13 +17,13 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
-from ivm_assets.config import ProjectConfig, ViewSettings, load_config
+from ivm_assets.config import ProjectConfig, ViewSettings, case_collisions, load_config, name_problem
 from ivm_assets.delta import tables as delta
 from ivm_assets.engine.compile import CompiledView, ViewDefinition, compile_view
 from ivm_assets.engine.cost import estimate
 from ivm_assets.engine.explain import explain_view
 from ivm_assets.engine.refresh import RefreshResult, ViewLocation, refresh_view
-from ivm_assets.errors import ConfigError, SourceError, SqlError, ViewCycleError
+from ivm_assets.errors import ConfigError, NotIncrementalError, SourceError, SqlError, ViewCycleError
 from ivm_assets.spark.arrow import spark_schema
 from ivm_assets.spark.session import get_spark
 from ivm_assets.sql.parse import parse_view, referenced_tables
@@ -100,9 +100,15 @@ class IvmProject:
                     f"{root / 'ivm.yaml'}: settings for view `{name}` but there is no views/{name}.sql; "
                     f"views found: {', '.join(sorted(names)) or 'none'}"
                 )
-        clash = names & set(config.sources)
-        if clash:
-            raise ConfigError(f"{root / 'ivm.yaml'}: {', '.join(sorted(clash))} is both a source and a view; rename one")
+        for file in files:
+            if problem := name_problem(file.stem):
+                raise ConfigError(f"{file}: the file name is the view's name, and {problem}; rename the file")
+        for a, b in case_collisions([*config.sources, *sorted(names)]):
+            kinds = " and ".join("source" if n in config.sources else f"view (views/{n}.sql)" for n in (a, b))
+            same = "is both a source and a view" if a == b else f"and `{b}` differ only in case ({kinds})"
+            raise ConfigError(
+                f"{root / 'ivm.yaml'}: `{a}` {same}, and Spark SQL resolves table names case-insensitively; rename one"
+            )
         views = {}
         for file in files:
             views[file.stem] = _definition(
@@ -123,10 +129,26 @@ class IvmProject:
 
         The view behaves exactly like a ``views/<name>.sql`` file: same checks, same refresh.
         """
-        if name in self.views or name in self.sources:
-            raise ConfigError(f"cannot add view `{name}` to {self.root}: a source or view of that name already exists; rename it")
+        if problem := name_problem(name):
+            raise ConfigError(f"cannot add view {name!r} to {self.root}: {problem}")
+        taken = {n.lower() for n in (*self.views, *self.sources)}
+        if name.lower() in taken:
+            raise ConfigError(
+                f"cannot add view `{name}` to {self.root}: a source or view of that name (compared case-insensitively, "
+                "as Spark SQL does) already exists; rename it"
+            )
         extra = dict(sources or {})
-        clash = {s for s, uri in extra.items() if s in self.views or (s in self.config.sources and self.sources[s] != uri)}
+        for source in extra:
+            if problem := name_problem(source):
+                raise ConfigError(f"view `{name}`: source name {problem}")
+        views = {v.lower() for v in (*self.views, name)}
+        declared = {s.lower(): s for s in self.config.sources}
+
+        def means_else(s: str, uri: str) -> bool:
+            same = declared.get(s.lower())
+            return s.lower() in views or (same is not None and (same != s or self.sources[s] != uri))
+
+        clash = {s for s, uri in extra.items() if means_else(s, uri)}
         if clash:
             raise ConfigError(f"view `{name}`: source name(s) {', '.join(sorted(clash))} already mean something else in {self.root}")
         config = self.config.model_copy(update={"sources": {**self.config.sources, **extra}})
@@ -164,6 +186,22 @@ class IvmProject:
                 "Point it at a Delta table (a folder with _delta_log/)."
             )
         return spark_schema(delta.arrow_schema(uri))
+
+    def _check_change_feeds(self, view: ViewDefinition) -> None:
+        """Under ``refresh: incremental`` every source must have its change data feed on
+        before the first build (as Databricks' strict mode refuses such a view at creation):
+        otherwise the build succeeds and every later refresh fails."""
+        if view.settings.refresh != "incremental":
+            return
+        for name in view.dependencies:
+            if name in self.sources and not delta.change_feed_enabled(self.sources[name]):
+                raise NotIncrementalError(
+                    f"`refresh: incremental` is set but source `{name}` ({self.sources[name]}) has no change data feed, "
+                    "so the view could only be maintained by full recompute",
+                    view=view.name, file=view.file,
+                    hint="turn it on for that table (table property delta.enableChangeDataFeed = true), "
+                    "or set `refresh: auto` for this view in ivm.yaml",
+                )
 
     def compile(self, views: list[str] | None = None) -> dict[str, CompiledView]:
         """Compile ``views`` and everything they depend on, in dependency order."""
@@ -229,6 +267,9 @@ class IvmProject:
         (Dagster) decides when upstream views run.
         """
         compiled = self.compile(views)
+        with delta.reusing_handles():  # the handles opened here serve the refreshes below
+            for view in compiled.values():
+                self._check_change_feeds(view.definition)
         selected = set(views) if views is not None else set(self.views)
         claim = ClaimSettings(
             wait_s=DEFAULT_WAIT_SECONDS if wait is None else wait, lease_s=self.config.lease_seconds, run=run_id or new_run_id()

@@ -144,20 +144,34 @@ def test_source_without_change_feed_under_auto_falls_back_to_full(builder):
     assert_oracle(project)
 
 
-def test_source_without_change_feed_under_incremental_fails(builder):
+def test_source_without_change_feed_under_incremental_is_refused_up_front(builder):
+    """Refused before the first build (as Databricks' strict mode refuses such a view at
+    creation), not at the first incremental refresh: nothing is written."""
     _shop(builder, cdf=False)
+    builder.view("v", TOTALS, refresh="incremental")
+    project = builder.load()
+    with pytest.raises(NotIncrementalError) as info:
+        project.refresh()
+    text = str(info.value)
+    assert "v.sql" in text and "view 'v'" in text and "source `orders`" in text and "no change data feed" in text
+    assert "delta.enableChangeDataFeed" in text and "refresh: auto" in text
+    assert not delta.is_delta_table(project.location("v").output)
+
+
+def test_source_whose_change_feed_goes_off_under_incremental_fails(builder):
+    _shop(builder)
     builder.view("v", TOTALS, refresh="incremental")
     project = builder.load()
     assert project.refresh()[0].mode == "full"
     before = _output_state(project, "v")
     _new_order(builder)
-    with pytest.raises(RefreshError) as info:
+    from deltalake import DeltaTable
+
+    DeltaTable(builder.uri("orders")).alter.set_table_properties({"delta.enableChangeDataFeed": "false"})
+    with pytest.raises(NotIncrementalError) as info:
         project.refresh()
-    text = str(info.value)
-    assert "'v'" in text and "change data feed" in text and "orders" in text and "--full" in text
+    assert "source `orders`" in str(info.value) and "no change data feed" in str(info.value)
     assert _output_state(project, "v") == before
-    assert project.refresh(full=True)[0].mode == "full"  # the advice works
-    assert_oracle(project)
 
 
 # --- ivm.yaml ------------------------------------------------------------------------------------
@@ -211,6 +225,49 @@ def test_missing_project_file(tmp_path):
 def test_settings_for_a_view_without_sql(builder):
     text = _config_error(builder, BASE_YAML + "views:\n  revenue:\n    refresh: full\n")
     assert "`revenue`" in text and "views/revenue.sql" in text and "views found: v" in text
+
+
+def test_sources_differing_only_in_case(builder):
+    """Spark SQL resolves `customers` and `Customers` to one table: refused, naming both."""
+    text = _config_error(builder, BASE_YAML + "  Orders: sources/customers\n")
+    assert "ivm.yaml:4" in text and "`orders` and `Orders` differ only in case" in text and "rename one" in text
+
+
+def test_source_and_view_differing_only_in_case(builder):
+    _shop(builder)
+    builder.view("Orders", TOTALS)
+    with pytest.raises(ConfigError) as info:
+        builder.load()
+    text = str(info.value)
+    assert "`orders` and `Orders` differ only in case" in text and "source and view (views/Orders.sql)" in text
+
+
+def test_views_differing_only_in_case(builder):
+    _shop(builder)
+    builder.view("totals", TOTALS)
+    builder.view("Totals", TOTALS)
+    with pytest.raises(ConfigError) as info:
+        builder.load()
+    assert "`Totals` and `totals` differ only in case" in str(info.value)
+
+
+@pytest.mark.parametrize("name", ["bad name", "1st", "total-sales", "été"])
+def test_view_file_name_that_is_not_an_identifier(builder, name):
+    _shop(builder)
+    builder.view(name, TOTALS)
+    with pytest.raises(ConfigError) as info:
+        builder.load()
+    text = str(info.value)
+    assert f"{name}.sql" in text and "not a plain SQL identifier" in text and "rename the file" in text
+
+
+def test_python_view_name_is_checked_like_a_file(builder):
+    _shop(builder)
+    project = builder.load()
+    with pytest.raises(ConfigError, match="not a plain SQL identifier"):
+        project.with_view("bad name", TOTALS)
+    with pytest.raises(ConfigError, match="case-insensitively"):
+        project.with_view("ORDERS", TOTALS)
 
 
 # --- the project as a whole ----------------------------------------------------------------------
