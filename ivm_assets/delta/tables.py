@@ -289,6 +289,12 @@ def normalize_schema_of(dt: DeltaTable) -> pa.Schema:
     return normalize_table(pa.schema(dt.schema().to_arrow()).empty_table()).schema
 
 
+def table_id(uri: str, version: int) -> str:
+    """The id Delta gave the table when it was created (its metadata's ``id``): a table
+    deleted and created again under the same path, or copied elsewhere, is told apart by it."""
+    return open_table(uri, version).metadata().id
+
+
 def change_feed_enabled(uri: str, version: int | None = None) -> bool:
     config = open_table(uri, version).metadata().configuration
     return str(config.get("delta.enableChangeDataFeed", "false")).lower() == "true"

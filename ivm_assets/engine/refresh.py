@@ -121,7 +121,7 @@ def _refresh(
     state = progress.read()
     unclaimed = state.claim is None or state.claim.expired()
     idle = not full and state.started is None and unclaimed
-    if idle and _up_to_date(view, where, _source_versions(view, relations), state.committed):
+    if idle and _up_to_date(view, where, relations, _source_versions(view, relations), state.committed):
         return _unchanged(view, state.committed, began)  # nothing to do: no claim, no commit
 
     def begin(state: ProgressState) -> dict:
@@ -188,12 +188,37 @@ def _source_versions(view: CompiledView, relations: dict[str, str]) -> dict[str,
     return {name: delta.latest_version(relations[name]) for name in view.definition.dependencies}
 
 
-def _up_to_date(view: CompiledView, where: ViewLocation, latest: dict[str, int], last: EpochRecord | None) -> bool:
-    """Whether the last committed epoch consumed every source's ``latest`` version with the
-    current SQL, and its output is there."""
+def _identity(uri: str, version: int) -> dict[str, str]:
+    """What a source's recorded versions are versions of: its location and its Delta table id."""
+    return {"location": uri, "table_id": delta.table_id(uri, version)}
+
+
+def _identity_change(name: str, recorded: dict, now: dict) -> str | None:
+    """How source ``name`` is another table than the one an epoch consumed, or None. Epochs
+    recorded before identities were (no ``location``) are taken as the same table."""
+    if recorded.get("location") is None:
+        return None
+    if recorded["location"] != now["location"]:
+        return f"source {name} now reads {now['location']}, another table than {recorded['location']}"
+    if recorded.get("table_id") != now["table_id"]:
+        return (
+            f"source {name} at {now['location']} is another Delta table than before (table id {now['table_id']}, "
+            f"was {recorded.get('table_id')}: deleted and created again, or replaced)"
+        )
+    return None
+
+
+def _up_to_date(
+    view: CompiledView, where: ViewLocation, relations: dict[str, str], latest: dict[str, int], last: EpochRecord | None
+) -> bool:
+    """Whether the last committed epoch consumed every source's ``latest`` version, of the
+    same tables, with the current SQL, and its output is there."""
     if last is None or last.payload.get("sql_hash") != view.definition.sql_hash or not delta.is_delta_table(where.output):
         return False
-    return {name: s["to"] for name, s in last.payload["sources"].items()} == latest
+    consumed = last.payload["sources"]
+    if {name: s["to"] for name, s in consumed.items()} != latest:
+        return False
+    return not any(_identity_change(name, s, _identity(relations[name], s["to"])) for name, s in consumed.items())
 
 
 def _plan_epoch(
@@ -201,7 +226,7 @@ def _plan_epoch(
 ):
     """The next epoch's record, or None when no source moved and nothing forces a refresh."""
     versions = _source_versions(view, relations)  # fixed here: the epoch reads up to these
-    if not full and _up_to_date(view, where, versions, state.committed):
+    if not full and _up_to_date(view, where, relations, versions, state.committed):
         return None
     last = state.committed.payload if state.committed else None
     sources: dict[str, dict] = {}
@@ -209,7 +234,7 @@ def _plan_epoch(
         before = last["sources"].get(name) if last else None
         # Only the columns the view reads are recorded and compared: other columns may change freely.
         schema = cdc.column_signature(relations[name], upto, cdc.used_columns(view.root, name))
-        sources[name] = {"from": before["to"] if before else None, "to": upto, "schema": schema}
+        sources[name] = {"from": before["to"] if before else None, "to": upto, "schema": schema, **_identity(relations[name], upto)}
     # Checking the change feeds reads each source's history: done once, used twice.
     problem = _source_problem(view, last, sources, relations) if last else None
     state_versions, state_layouts, state_problem = _state_tables(view, where, last, buckets)
@@ -295,6 +320,8 @@ def _source_problem(view: CompiledView, last: dict, sources: dict, relations: di
         before = last["sources"].get(name)
         if before is None:
             return f"new source {name}"
+        if moved := _identity_change(name, before, s):
+            return moved
         why = cdc.unusable_range(
             name, relations[name], s["from"], s["to"], recorded_schema=before.get("schema"), schema_now=s["schema"],
             columns=cdc.used_columns(view.root, name),
