@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-from tests.conftest import assert_oracle, output_rows
+from tests.conftest import assert_engine, assert_oracle, output_rows
 
 from ivm_assets import IvmProject
 from ivm_assets.delta import tables as delta
@@ -321,3 +321,59 @@ def test_one_broken_view_refreshes_no_view(builder):
     with pytest.raises(SqlError, match="later.sql:3:7"):
         project.refresh()
     assert {v: _output_state(project, v) for v in ("good", "later")} == before
+
+
+# --- lost files ------------------------------------------------------------------------------------
+JOINED = "SELECT o.id, c.name FROM orders o JOIN customers c ON o.cust = c.id"
+
+
+def _lose_files(pattern: str) -> None:
+    """Delete the data files matching ``pattern`` (a user's cleanup, a bucket lifecycle rule)."""
+    import glob
+    import os
+
+    files = glob.glob(pattern, recursive=True)
+    assert files
+    for f in files:
+        os.remove(f)
+
+
+def _lost_files_pattern(project, lost: str) -> str:
+    where = project.location("v")
+    return f"{where.state_root}/join_*/**/*.parquet" if lost == "state" else f"{where.output}/**/*.parquet"
+
+
+@pytest.mark.parametrize("lost", ["state", "output"])
+def test_lost_files_under_auto_rebuild_the_view(builder, engine, lost):
+    _shop(builder)
+    builder.view("v", JOINED)
+    project = builder.load()
+    project.refresh()
+    _lose_files(_lost_files_pattern(project, lost))
+    _new_order(builder, 4, 1)
+    (result,) = project.refresh()
+    what = "state table join_" if lost == "state" else "the output table"
+    assert result.mode == "full" and what in result.reason and "lost a data file" in result.reason
+    assert_oracle(project)
+    _new_order(builder, 5, 2)
+    assert_engine(project.refresh(), engine)  # incremental again
+    assert_oracle(project)
+
+
+def test_lost_state_file_under_incremental_is_a_clear_error(builder, engine):
+    _shop(builder)
+    builder.view("v", JOINED, refresh="incremental")
+    project = builder.load()
+    project.refresh()
+    before = _output_state(project, "v")
+    _lose_files(_lost_files_pattern(project, "state"))
+    _new_order(builder, 4, 1)
+    with pytest.raises(RefreshError) as info:
+        project.refresh()
+    text = str(info.value)
+    assert "view 'v'" in text and "state table join_" in text and "missing a data file" in text
+    assert "ivm refresh --full v" in text and "Traceback" not in text
+    assert _output_state(project, "v") == before
+    (result,) = project.refresh(full=True)  # the advice works
+    assert result.mode == "full"
+    assert_oracle(project)

@@ -14,6 +14,7 @@ one epoch running at once apply it once.
 from __future__ import annotations
 
 import os
+import re
 import time
 from dataclasses import dataclass, field
 
@@ -137,23 +138,18 @@ def _refresh(
         record = state.started
         if record is None:
             return _unchanged(view, state.committed, began)
-        epoch = Epoch(f"ivm:{view.name}", record.epoch, {"ivm.view": view.name, "ivm.mode": record.mode})
-        notes: dict[str, str] = {}  # where the epoch ran ("in process", or Spark and why)
         try:
-            with tuned_for(spark, small=record.mode != "full"), counting_jobs(spark) as jobs:
-                try:
-                    stats = _run_epoch(spark, view, where, relations, record, epoch, buckets, notes)
-                finally:
-                    discard_pending()
-        except CommitConflictError as exc:
-            raise RefreshError(
-                f"view {view.name!r}: a table changed under epoch {record.epoch} of this refresh: {exc}. "
-                f"Nothing was applied twice. Run `ivm refresh --full {view.name}` to rebuild the view from its sources."
-            ) from exc
+            stats, engine = _execute(spark, view, where, relations, record, buckets)
+        except LostDataFile as lost:
+            if record.mode == "full" or view.definition.settings.refresh == "incremental":
+                raise
+            # Nothing an incremental epoch could do brings the rows back: rebuild from the
+            # sources, in a new epoch that replaces this one (as `--full` would).
+            record = _plan_epoch(view, where, relations, held.state, full=True, buckets=buckets, why_full=lost.reason)
+            held.commit(started=record)
+            stats, engine = _execute(spark, view, where, relations, record, buckets)
         out_version = delta.latest_version(where.output)
-        if jobs.value is not None:
-            stats["spark_jobs"] = jobs.value
-        payload = {**record.payload, "stats": stats, "output_version_after": out_version, "engine": notes.get("engine")}
+        payload = {**record.payload, "stats": stats, "output_version_after": out_version, "engine": engine}
         done = EpochRecord(record.epoch, "committed", record.mode, record.reason, payload, now())
         tables = [t for op in operators(view.root) for t in op.state_tables] if view.root is not None else []
         due = [(t, found) for t in tables if (found := t.compaction_due(where.state_root)) is not None]
@@ -175,8 +171,64 @@ def _refresh(
     sources = {s: (r["from"], r["to"]) for s, r in record.payload["sources"].items()}
     return RefreshResult(
         view.name, record.mode, record.reason, record.epoch, sources, stats.get("rows_in", 0), stats.get("rows_out", 0),
-        time.perf_counter() - began, out_version, stats, (record.payload.get("cost") or {}).get("text"), notes.get("engine"),
+        time.perf_counter() - began, out_version, stats, (record.payload.get("cost") or {}).get("text"), engine,
     )
+
+
+def _execute(
+    spark: SparkSession, view: CompiledView, where: ViewLocation, relations: dict[str, str], record: EpochRecord, buckets: int
+) -> tuple[dict, str | None]:
+    """Run the epoch ``record`` planned: its statistics, and where it ran ("in process", or
+    Spark and why; None for a full epoch)."""
+    epoch = Epoch(f"ivm:{view.name}", record.epoch, {"ivm.view": view.name, "ivm.mode": record.mode})
+    notes: dict[str, str] = {}
+    try:
+        with tuned_for(spark, small=record.mode != "full"), counting_jobs(spark) as jobs:
+            try:
+                stats = _run_epoch(spark, view, where, relations, record, epoch, buckets, notes)
+            finally:
+                discard_pending()
+    except CommitConflictError as exc:
+        raise RefreshError(
+            f"view {view.name!r}: a table changed under epoch {record.epoch} of this refresh: {exc}. "
+            f"Nothing was applied twice. Run `ivm refresh --full {view.name}` to rebuild the view from its sources."
+        ) from exc
+    except Exception as exc:
+        lost = LostDataFile.of(exc, view.name, where)
+        if lost is None:
+            raise
+        raise lost from exc
+    if jobs.value is not None:
+        stats["spark_jobs"] = jobs.value
+    return stats, notes.get("engine")
+
+
+class LostDataFile(RefreshError):
+    """A data file the Delta log of one of the view's own tables (state or output) names is
+    gone: deleted by hand or by a lifecycle rule, or never copied. Its rows cannot be read,
+    so the view is rebuilt from its sources (``refresh: auto``) or the refresh fails."""
+
+    _MARKERS = ("No such file or directory", "Failed to open local file", "FileNotFoundException", "FILE_NOT_EXIST")
+
+    def __init__(self, view: str, table: str, path: str) -> None:
+        self.reason = f"{table} lost a data file ({path}): rebuilt from the sources"
+        super().__init__(
+            f"view {view!r}: {table} is missing a data file its Delta log names: {path} (deleted by hand or by a "
+            f"lifecycle rule, or not copied?), so its rows cannot be read. Run `ivm refresh --full {view}` to rebuild "
+            "the view from its sources."
+        )
+
+    @classmethod
+    def of(cls, exc: BaseException, view: str, where: ViewLocation) -> LostDataFile | None:
+        """The error to raise for ``exc`` when it says a file of the view's tables is missing."""
+        text = f"{getattr(exc, 'filename', None) or ''} {exc}"
+        if not isinstance(exc, FileNotFoundError) and not any(m in text for m in cls._MARKERS):
+            return None
+        state = re.search(re.escape(where.state_root) + r"/([^/\s'\"]+)/[^\s'\"]*?\.parquet", text)
+        if state:
+            return cls(view, f"state table {state.group(1)}", state.group(0))
+        out = re.search(re.escape(where.output) + r"/[^\s'\"]*?\.parquet", text)
+        return cls(view, "the output table", out.group(0)) if out else None
 
 
 def _unchanged(view: CompiledView, last: EpochRecord, began: float) -> RefreshResult:
@@ -222,9 +274,11 @@ def _up_to_date(
 
 
 def _plan_epoch(
-    view: CompiledView, where: ViewLocation, relations: dict[str, str], state: ProgressState, *, full: bool, buckets: int
+    view: CompiledView, where: ViewLocation, relations: dict[str, str], state: ProgressState, *, full: bool, buckets: int,
+    why_full: str = "full refresh requested",
 ):
-    """The next epoch's record, or None when no source moved and nothing forces a refresh."""
+    """The next epoch's record, or None when no source moved and nothing forces a refresh;
+    ``why_full`` is the reason recorded for a ``full`` epoch after a first build."""
     versions = _source_versions(view, relations)  # fixed here: the epoch reads up to these
     if not full and _up_to_date(view, where, relations, versions, state.committed):
         return None
@@ -239,7 +293,7 @@ def _plan_epoch(
     problem = _source_problem(view, last, sources, relations) if last else None
     state_versions, state_layouts, state_problem = _state_tables(view, where, last, buckets)
     plan = fingerprint(view.root, FORMAT) if view.root is not None else None
-    reason = _full_reason(view, where, last, problem, full, plan) or state_problem
+    reason = _full_reason(view, where, last, problem, why_full if full else None, plan) or state_problem
     cost = None
     if reason is None:
         cost = estimate(relations, {name: (s["from"], s["to"]) for name, s in sources.items()})
@@ -265,12 +319,12 @@ def _plan_epoch(
 
 
 def _full_reason(
-    view: CompiledView, where: ViewLocation, last: dict | None, source_problem: str | None, full: bool, plan: str | None
+    view: CompiledView, where: ViewLocation, last: dict | None, source_problem: str | None, full: str | None, plan: str | None
 ) -> str | None:
     if last is None or not delta.is_delta_table(where.output):
         return "first build"
     if full:
-        return "full refresh requested"
+        return full
     if view.definition.settings.refresh == "full":
         return "`refresh: full` in ivm.yaml"
     if not view.incremental:
