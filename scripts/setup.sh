@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Shared by scripts/demo.sh and scripts/test.sh: check Java, make .venv, install ivm_assets.
+# Shared by scripts/demo.sh and scripts/test.sh: check Java, make .venv, install ivm_assets
+# (with the pinned test environment of constraints.txt).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,8 +20,9 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 stamp=.venv/.ivm-installed
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ constraints.txt -nt "$stamp" ]; then
   .venv/bin/python -m pip install --quiet --upgrade pip
-  .venv/bin/python -m pip install --quiet -e ".[dev]"
+  # pyproject.toml declares ranges; constraints.txt pins the exact versions the suite runs on.
+  .venv/bin/python -m pip install --quiet -e ".[dev]" -c constraints.txt
   touch "$stamp"
 fi
