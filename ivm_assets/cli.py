@@ -3,10 +3,13 @@
     ivm refresh [VIEW ...] --project DIR [--full] [--wait SECONDS]
     ivm explain VIEW --project DIR
     ivm status --project DIR
+    ivm doctor [--project DIR]
     ivm demo [--dir DIR]
     ivm spark start|stop|status [--port N] [--conf KEY=VALUE ...]
+    ivm --version
 
-Exit status 0 on success, 1 on any ivm_assets error (message on stderr), 2 on bad usage.
+Exit status 0 on success, 1 on any ivm_assets error (message on stderr) or failed doctor
+check, 2 on bad usage.
 A refresh that finds a view being refreshed by another process waits for it (``--wait``,
 default 300 s), then exits 1 with who holds the view if it is still busy.
 """
@@ -15,12 +18,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from importlib import metadata
 
 from ivm_assets.errors import IvmError
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ivm", description="Incrementally maintained SQL views over Delta tables.")
+    parser.add_argument("--version", action="version", version=f"ivm_assets {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     refresh = sub.add_parser("refresh", help="bring views up to date with their sources")
     refresh.add_argument("views", nargs="*", metavar="VIEW", help="views to refresh (default: all)")
@@ -38,6 +43,10 @@ def _parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="compare views with a recompute of their SQL (the oracle)")
     check.add_argument("views", nargs="*", metavar="VIEW")
     check.add_argument("--project", default=".")
+    doctor = sub.add_parser(
+        "doctor", help="check Python, Java, Spark, the project's sources and warehouse, and dependency versions"
+    )
+    doctor.add_argument("--project", default=".", help="project folder holding ivm.yaml (default: .)")
     demo = sub.add_parser("demo", help="create a demo shop project, refresh it, change the sources, refresh again")
     demo.add_argument("--dir", default="demo_project", help="where to create the demo project (default: demo_project)")
     spark = sub.add_parser("spark", help="start, stop or show the warm local Spark Connect server that Dagster runs attach to")
@@ -45,6 +54,13 @@ def _parser() -> argparse.ArgumentParser:
     spark.add_argument("--port", type=int, default=None, help="port on 127.0.0.1 (default: $IVM_SPARK_CONNECT_PORT or 15002)")
     spark.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting for the server")
     return parser
+
+
+def _version() -> str:
+    try:
+        return metadata.version("ivm_assets")
+    except metadata.PackageNotFoundError:
+        return "(not installed: running from a source tree)"
 
 
 def _seconds(text: str) -> float:
@@ -68,6 +84,16 @@ def _run(args: argparse.Namespace) -> int:
         from ivm_assets.spark.connect import run_command
 
         return run_command(args.action, port=args.port, conf=args.conf)
+    if args.command == "doctor":
+        from ivm_assets.doctor import diagnose
+
+        results = []
+        for result in diagnose(args.project):
+            print(result.line(), flush=True)
+            results.append(result)
+        failed = sum(r.failed for r in results)
+        print(f"{failed} of {len(results)} checks failed" if failed else f"all {len(results)} checks passed (or skipped)")
+        return 1 if failed else 0
     project = IvmProject.load(args.project)
     if args.command == "refresh":
         for result in project.refresh_each(args.views or None, full=args.full, wait=args.wait):
