@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -113,7 +114,8 @@ def test_the_package_imports_from_the_venv_not_the_checkout(venv):
 def test_ivm_version(venv):
     run = venv.run("ivm", "--version")
     assert run.returncode == 0, run.stderr
-    assert run.stdout.strip() == "ivm_assets 0.1.0"
+    version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    assert run.stdout.strip() == f"ivm_assets {version}"
 
 
 @pytest.fixture(scope="module")
