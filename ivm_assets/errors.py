@@ -72,6 +72,46 @@ class RefreshError(IvmError):
     """A refresh could not be carried out (the view's previous output is left as it was)."""
 
 
+class RebuildNeeded(RefreshError):
+    """An incremental epoch met state it cannot carry on from. Under ``refresh: auto`` the
+    view is rebuilt from its sources at once, with :attr:`reason` recorded; otherwise the
+    refresh fails with this message (nothing of the epoch's output was applied)."""
+
+    def __init__(self, message: str, *, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class LostDataFile(RebuildNeeded):
+    """A data file the Delta log of one of the view's own tables (state or output) names is
+    gone: deleted by hand or by a lifecycle rule, or never copied. Its rows cannot be read."""
+
+    def __init__(self, view: str, table: str, path: str) -> None:
+        super().__init__(
+            f"view {view!r}: {table} is missing a data file its Delta log names: {path} (deleted by hand or by a "
+            f"lifecycle rule, or not copied?), so its rows cannot be read. Run `ivm refresh --full {view}` to rebuild "
+            "the view from its sources.",
+            reason=f"{table} lost a data file ({path}): rebuilt from the sources",
+        )
+
+
+class InexactAggregate(RebuildNeeded):
+    """A group's running SUM/AVG cannot be updated exactly: its DECIMAL sum overflowed 38
+    digits (Spark's SUM is NULL then, and the exact value is gone), or a row is deleted from
+    a DOUBLE sum that holds NaN or ±Infinity (NaN − NaN is NaN, not the rest's sum)."""
+
+    # Carried by the error Spark or DuckDB raise inside an epoch's plan (``raise_error``).
+    MARKER = "ivm-inexact-aggregate"
+
+    def __init__(self, view: str, aggregate: str, kind: str) -> None:
+        cause = "its sum overflowed 38 digits" if kind == "decimal" else "a row leaves a sum holding NaN or Infinity"
+        why = f"{aggregate} of a group this change touches cannot be updated exactly ({cause})"
+        super().__init__(
+            f"view {view!r}: {why}. Run `ivm refresh --full {view}` (or set `refresh: auto`) to recompute it.",
+            reason=f"{why}: recomputed",
+        )
+
+
 class ViewBusyError(IvmError):
     """Another process holds the view's refresh claim and did not release it within the wait."""
 

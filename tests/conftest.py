@@ -96,12 +96,13 @@ def assert_engine(results, engine: str) -> None:
             assert ran == engine, f"{r.view}: expected its epoch {engine}, it ran {r.engine}"
 
 
-def assert_oracle(project, views=None) -> None:
-    """Every view equals its query recomputed at the recorded source versions."""
+def assert_oracle(project, views=None, *, as_written: bool = False) -> None:
+    """Every view equals its query recomputed at the recorded source versions (``as_written``:
+    Spark's answer to the view's SQL exactly as written, not as the engine regenerated it)."""
     from ivm_assets.engine.oracle import check_view
 
     for view in views or project.order:
-        result = check_view(project, view)
+        result = check_view(project, view, as_written=as_written)
         assert result.ok, f"{view}: {result.missing} missing {result.sample_missing}, {result.extra} extra {result.sample_extra}"
 
 

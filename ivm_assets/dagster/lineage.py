@@ -28,6 +28,7 @@ from ivm_assets.delta import tables as delta
 from ivm_assets.errors import IvmError
 from ivm_assets.project import IvmProject
 from ivm_assets.spark.arrow import spark_schema
+from ivm_assets.sql.dialect import DIALECT
 
 
 @dataclass(frozen=True)
@@ -61,8 +62,8 @@ def view_facts(project: IvmProject) -> dict[str, ViewFacts]:
             continue
         schema = {d: dict(known[d]) for d in deps}  # type: ignore[arg-type]
         try:
-            qualified = qualify(definition.statement.copy(), schema=schema, dialect="spark", quote_identifiers=False)
-            typed = annotate_types(qualified, schema=schema, dialect="spark")
+            qualified = qualify(definition.statement.copy(), schema=schema, dialect=DIALECT, quote_identifiers=False)
+            typed = annotate_types(qualified, schema=schema, dialect=DIALECT)
             inferred = tuple((s.alias_or_name, s.type.sql("spark").lower() if s.type else "unknown") for s in typed.selects)
             facts[name] = ViewFacts(
                 columns=delta_columns(project.location(name).output) or inferred,
@@ -76,7 +77,7 @@ def view_facts(project: IvmProject) -> dict[str, ViewFacts]:
 
 def _column_sources(column: str, qualified: exp.Expression, schema: dict) -> tuple[tuple[str, str], ...]:
     """The (table, column) pairs an output column is computed from (none for ``COUNT(*)``)."""
-    node = lineage(column, qualified, schema=schema, dialect="spark")
+    node = lineage(column, qualified, schema=schema, dialect=DIALECT)
     found = {
         (n.source.name, n.name.split(".")[-1])
         for n in node.walk()

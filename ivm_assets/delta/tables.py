@@ -520,28 +520,34 @@ def select_row_groups(
         return chosen
     by_part = dict(values) if partition is not None else {None: values}
     key_type = schema.field(key).type
-    wanted: dict[str | None, tuple[list, bool]] = {}
+    # Per partition: the wanted values sorted (NaN left out: it does not order, and parquet's
+    # statistics need not cover it), whether NULL keys are wanted, whether NaN is.
+    wanted: dict[str | None, tuple[list, bool, bool]] = {}
+    present: list = []
     for part, vals in by_part.items():
-        vals = vals.combine_chunks() if isinstance(vals, pa.ChunkedArray) else vals
-        wanted[part] = (pc.unique(pa.array(pc.drop_null(vals).to_pylist(), key_type)).sort().to_pylist(), vals.null_count > 0)
-    everything = [v for sorted_values, _ in wanted.values() for v in sorted_values]
-    keep_nulls = any(nulls for _, nulls in wanted.values())
-    chosen = RowGroups(schema, key, pa.array(everything, key_type), keep_nulls, [])
+        vals = comparable_keys(pc.unique(pa.array(pc.drop_null(vals).to_pylist(), key_type)))
+        nan = pa.types.is_floating(key_type) and pc.any(pc.is_nan(vals)).as_py()
+        ordered = (pc.filter(vals, pc.invert(pc.is_nan(vals))) if nan else vals).sort().to_pylist()
+        wanted[part] = (ordered, by_part[part].null_count > 0, bool(nan))
+        present.extend(vals.to_pylist())
+    keep_nulls = any(nulls for _, nulls, _ in wanted.values())
+    chosen = RowGroups(schema, key, pc.unique(pa.array(present, key_type)), keep_nulls, [])
     file_parts = _partition_values(snap.table, partition) if partition is not None else {}
-    every = (sorted(set(everything)), keep_nulls)  # for a file whose partition is not known
+    # For a file whose partition is not known.
+    every = (sorted({v for w in wanted.values() for v in w[0]}), keep_nulls, any(w[2] for w in wanted.values()))
     for path in snap.files:
         local = path.removeprefix("file://")
         if partition is None:
-            wanted_sorted, nulls = wanted[None]
+            wanted_sorted, nulls, nan = wanted[None]
         elif local not in file_parts:
-            wanted_sorted, nulls = every
+            wanted_sorted, nulls, nan = every
         elif file_parts[local] not in wanted:
             continue  # a partition none of the keys belongs to
         else:
-            wanted_sorted, nulls = wanted[file_parts[local]]
+            wanted_sorted, nulls, nan = wanted[file_parts[local]]
         file = parquet_cache.footer(local)
         for group, stats in enumerate(file.stats(key)):
-            if not _skips(stats, wanted_sorted, nulls):
+            if nan or not _skips(stats, wanted_sorted, nulls):
                 _choose(chosen, file, group)
     return chosen
 
@@ -601,7 +607,7 @@ def read_row_groups(chosen: RowGroups, *, cost: ReadCost | None = None, keep: bo
     rows = pa.concat_tables(parts)
     if chosen.present is None:
         return rows
-    wanted = pc.is_in(rows.column(chosen.key), value_set=chosen.present)
+    wanted = pc.is_in(comparable_keys(rows.column(chosen.key)), value_set=chosen.present)
     if chosen.keep_nulls:
         wanted = pc.or_kleene(wanted, pc.is_null(rows.column(chosen.key)))
     return rows.filter(wanted).combine_chunks()
@@ -621,6 +627,17 @@ def read_files_arrow(
     :func:`select_row_groups` and :func:`read_row_groups`).
     """
     return read_row_groups(select_row_groups(snap, key=key, values=values), cost=cost)
+
+
+def comparable_keys(values: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """Key values as Spark compares them in joins and groups: floating point with −0.0 as
+    0.0 and every NaN as one NaN (Arrow's ``is_in`` and hashing tell them apart); other
+    types as they are."""
+    if not pa.types.is_floating(values.type):
+        return values
+    zero, nan = pa.scalar(0.0, values.type), pa.scalar(float("nan"), values.type)
+    values = pc.if_else(pc.equal(values, zero), zero, values)
+    return pc.if_else(pc.is_nan(values), nan, values)
 
 
 def _skips(stats: tuple[object, object, int | None] | None, wanted: list, keep_nulls: bool) -> bool:

@@ -21,6 +21,7 @@ from ivm_assets.config import ViewSettings
 from ivm_assets.errors import NotIncrementalError, SqlError
 from ivm_assets.operators.base import Operator
 from ivm_assets.sql.constructs import Finding, find_non_incremental, locate
+from ivm_assets.sql.dialect import DIALECT
 from ivm_assets.sql.incrementalize import incrementalize
 from ivm_assets.sql.lower import LoweringError, lower
 from ivm_assets.sql.named_windows import inline_named_windows
@@ -104,13 +105,13 @@ def compile_view(spark: SparkSession, view: ViewDefinition, schemas: Mapping[str
     if any(isinstance(n, exp.Window) or (isinstance(n, exp.Limit) and n.parent.args.get("order")) for n in view.statement.walk()):
         # Ties ordered as the incremental plan orders them, for the recomputes too.
         try:
-            qualified = qualify(inline_named_windows(view.statement), schema=sg_schema, dialect="spark", quote_identifiers=False)
-            compiled.sql = order_ties(qualified).sql(dialect="spark")
+            qualified = qualify(inline_named_windows(view.statement), schema=sg_schema, dialect=DIALECT, quote_identifiers=False)
+            compiled.sql = order_ties(qualified).sql(dialect=DIALECT)
         except (SqlglotError, KeyError, LoweringError) as exc:
             compiled.findings.append(Finding(f"query whose ties cannot be ordered ({exc})", None, None))
     if not compiled.findings:
         try:
-            qualified = qualify(inline_named_windows(view.statement), schema=sg_schema, dialect="spark", quote_identifiers=False)
+            qualified = qualify(inline_named_windows(view.statement), schema=sg_schema, dialect=DIALECT, quote_identifiers=False)
             relations = {n: tuple(f.name for f in schemas[n].fields) for n in view.dependencies}
             compiled.plan = top_k_per_group(prune_columns(lower(qualified, relations)))
             compiled.root = incrementalize(compiled.plan)

@@ -28,7 +28,7 @@ from ivm_assets.engine import changes as cdc
 from ivm_assets.engine import output
 from ivm_assets.engine.compile import CompiledView
 from ivm_assets.engine.cost import estimate
-from ivm_assets.errors import CommitConflictError, RefreshError
+from ivm_assets.errors import CommitConflictError, InexactAggregate, LostDataFile, RebuildNeeded, RefreshError
 from ivm_assets.local.epoch import LOCAL_CHANGE_ROWS, LocalEpoch, Untranslatable
 from ivm_assets.operators.base import Batch, EpochContext, discard_pending, materialize
 from ivm_assets.spark.arrow import arrow_schema, to_spark
@@ -140,12 +140,12 @@ def _refresh(
             return _unchanged(view, state.committed, began)
         try:
             stats, engine = _execute(spark, view, where, relations, record, buckets)
-        except LostDataFile as lost:
+        except RebuildNeeded as needed:
             if record.mode == "full" or view.definition.settings.refresh == "incremental":
                 raise
-            # Nothing an incremental epoch could do brings the rows back: rebuild from the
+            # Nothing an incremental epoch could do gets the state right: rebuild from the
             # sources, in a new epoch that replaces this one (as `--full` would).
-            record = _plan_epoch(view, where, relations, held.state, full=True, buckets=buckets, why_full=lost.reason)
+            record = _plan_epoch(view, where, relations, held.state, full=True, buckets=buckets, why_full=needed.reason)
             held.commit(started=record)
             stats, engine = _execute(spark, view, where, relations, record, buckets)
         out_version = delta.latest_version(where.output)
@@ -193,42 +193,36 @@ def _execute(
             f"view {view.name!r}: a table changed under epoch {record.epoch} of this refresh: {exc}. "
             f"Nothing was applied twice. Run `ivm refresh --full {view.name}` to rebuild the view from its sources."
         ) from exc
+    except RebuildNeeded:
+        raise
     except Exception as exc:
-        lost = LostDataFile.of(exc, view.name, where)
-        if lost is None:
+        needed = _rebuild_needed(exc, view.name, where)
+        if needed is None:
             raise
-        raise lost from exc
+        raise needed from exc
     if jobs.value is not None:
         stats["spark_jobs"] = jobs.value
     return stats, notes.get("engine")
 
 
-class LostDataFile(RefreshError):
-    """A data file the Delta log of one of the view's own tables (state or output) names is
-    gone: deleted by hand or by a lifecycle rule, or never copied. Its rows cannot be read,
-    so the view is rebuilt from its sources (``refresh: auto``) or the refresh fails."""
+_MISSING_FILE = ("No such file or directory", "Failed to open local file", "FileNotFoundException", "FILE_NOT_EXIST")
 
-    _MARKERS = ("No such file or directory", "Failed to open local file", "FileNotFoundException", "FILE_NOT_EXIST")
 
-    def __init__(self, view: str, table: str, path: str) -> None:
-        self.reason = f"{table} lost a data file ({path}): rebuilt from the sources"
-        super().__init__(
-            f"view {view!r}: {table} is missing a data file its Delta log names: {path} (deleted by hand or by a "
-            f"lifecycle rule, or not copied?), so its rows cannot be read. Run `ivm refresh --full {view}` to rebuild "
-            "the view from its sources."
-        )
-
-    @classmethod
-    def of(cls, exc: BaseException, view: str, where: ViewLocation) -> LostDataFile | None:
-        """The error to raise for ``exc`` when it says a file of the view's tables is missing."""
-        text = f"{getattr(exc, 'filename', None) or ''} {exc}"
-        if not isinstance(exc, FileNotFoundError) and not any(m in text for m in cls._MARKERS):
-            return None
-        state = re.search(re.escape(where.state_root) + r"/([^/\s'\"]+)/[^\s'\"]*?\.parquet", text)
-        if state:
-            return cls(view, f"state table {state.group(1)}", state.group(0))
-        out = re.search(re.escape(where.output) + r"/[^\s'\"]*?\.parquet", text)
-        return cls(view, "the output table", out.group(0)) if out else None
+def _rebuild_needed(exc: BaseException, view: str, where: ViewLocation) -> RebuildNeeded | None:
+    """The :class:`RebuildNeeded` that ``exc``, raised while an epoch ran, amounts to: a
+    missing data file of the view's own tables, or an aggregate that cannot stay exact (raised
+    inside the plan); None for anything else."""
+    text = f"{getattr(exc, 'filename', None) or ''} {exc}"
+    inexact = re.search(re.escape(InexactAggregate.MARKER) + r": ([^;\n]+) (decimal|double);", text)
+    if inexact:
+        return InexactAggregate(view, inexact.group(1).strip(), inexact.group(2))
+    if not isinstance(exc, FileNotFoundError) and not any(m in text for m in _MISSING_FILE):
+        return None
+    state = re.search(re.escape(where.state_root) + r"/([^/\s'\"]+)/[^\s'\"]*?\.parquet", text)
+    if state:
+        return LostDataFile(view, f"state table {state.group(1)}", state.group(0))
+    out = re.search(re.escape(where.output) + r"/[^\s'\"]*?\.parquet", text)
+    return LostDataFile(view, "the output table", out.group(0)) if out else None
 
 
 def _unchanged(view: CompiledView, last: EpochRecord, began: float) -> RefreshResult:

@@ -25,10 +25,12 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ivm_assets import decimal_rules
 from ivm_assets.delta import tables as delta
 from ivm_assets.delta.tables import WEIGHT
+from ivm_assets.errors import InexactAggregate
 from ivm_assets.local.expressions import (
-    VALUE_FAMILIES, SqlType, Untranslatable, arrow_type, common_type, decimal_divide, divide_type, register, translate,
+    VALUE_FAMILIES, SqlType, Untranslatable, arrow_type, common_type, decimal_divide, register, translate,
 )
 from ivm_assets.local.spark_hash import as_double, buckets as spark_buckets
 from ivm_assets.operators.aggregate import _COUNT, _GLOBAL, AggregateOp
@@ -291,13 +293,15 @@ class LocalEpoch:
         names = [*keys, *op.partials]
         if change.num_rows == 0:
             empty = self._with_values(op, _empty(state_types, tuple(names)), {i: None for i in op.values})
-            return self.sql(self._output_query(op, "g", 1, state_types, alive=True) + " LIMIT 0", g=empty)
+            arg_types = {i: delta_in.schema.field(a.arg).type for i, a in enumerate(op.aggs) if a.arg}
+            return self.sql(self._output_query(op, "g", 1, arg_types, alive=True) + " LIMIT 0", g=empty)
         hashes = self._hashes(op.groups)
         touched = Batch.of_table(self.ctx.spark, change.select(list(keys)).append_column(BUCKET, self._buckets(change, keys, hashes)))
         old = self._current(op.groups, op.groups.read(self.ctx, touched if op.keys else None, keys))
         both = f"SELECT {', '.join(_q(c) for c in names)} FROM c"
         if old is not None:
             old = _cast(old, state_types, names)
+            _check_exact(op, old, self.ctx.epoch.metadata.get("ivm.view", ""))
             both += f" UNION ALL SELECT {', '.join(_q(c) for c in names)} FROM o"
         sums = ", ".join(f"sum(coalesce({_q(p)}, 0)) AS {_q(p)}" for p in op.partials)
         key_list = ", ".join(_q(k) for k in keys)
@@ -306,10 +310,11 @@ class LocalEpoch:
         stored = new.append_column(BUCKET, self._buckets(new, keys, hashes))
         self._write(op.groups, stored)
         old_values, new_values = self._values(op, delta_in, touched if op.keys else None)
-        parts = [self._output_query(op, "n", 1, state_types, alive=bool(op.keys))]
+        arg_types = {i: delta_in.schema.field(a.arg).type for i, a in enumerate(op.aggs) if a.arg}
+        parts = [self._output_query(op, "n", 1, arg_types, alive=bool(op.keys))]
         tables = {"n": self._with_values(op, new, new_values)}
         if old is not None:
-            parts.append(self._output_query(op, "o", -1, state_types, alive=bool(op.keys)))
+            parts.append(self._output_query(op, "o", -1, arg_types, alive=bool(op.keys)))
             tables["o"] = self._with_values(op, old, old_values)
         return self.consolidate(self.sql(" UNION ALL ".join(parts), **tables), op.columns)
 
@@ -368,7 +373,7 @@ class LocalEpoch:
         out = self.sql(f"SELECT {key_list}, {', '.join(exprs)} FROM d GROUP BY {key_list}", d=delta_in)
         return _cast(out, state_types, [*op.group_keys, *op.partials])
 
-    def _output_query(self, op: AggregateOp, table: str, weight: int, state_types: pa.Schema, *, alive: bool) -> str:
+    def _output_query(self, op: AggregateOp, table: str, weight: int, arg_types: dict[int, pa.DataType], *, alive: bool) -> str:
         """The output rows of groups in ``table`` with weight ``weight`` (alive groups only
         when grouped: a group exists while its row count is positive)."""
         out = [_q(k) for k in op.keys]
@@ -378,7 +383,7 @@ class LocalEpoch:
                 "count_star": _q(_COUNT),
                 "count": n,
                 "sum": f"CASE WHEN {n} > 0 THEN {s} END",
-                "avg": f"CASE WHEN {n} > 0 THEN {_average(s, n, state_types.field(f's{i}').type)} END" if a.func == "avg" else "",
+                "avg": f"CASE WHEN {n} > 0 THEN {_average(s, n, arg_types[i])} END" if a.func == "avg" else "",
                 "min": _q(f"m{i}"),
                 "max": _q(f"m{i}"),
                 "count_distinct": f"CAST(coalesce({_q(f'm{i}')}, 0) AS BIGINT)",
@@ -430,7 +435,7 @@ class LocalEpoch:
             return None
         current = table.current_on_driver(read)
         if current is None:
-            where = "is read in Spark (too large for the driver)" if read.table is None else "has keys compared in Spark only"
+            where = "has keys compared in Spark only" if read.local else "is read in Spark (too large for the driver)"
             raise Untranslatable(f"state table {table.table_name} {where}")
         return current
 
@@ -439,14 +444,23 @@ class LocalEpoch:
         table.write(self.ctx, Batch.of_table(self.ctx.spark, rows), StateLayout.from_json(self._layout(table)).types())
 
 
-def _average(s: str, n: str, sum_type: pa.DataType) -> str:
-    """AVG from the exact sum and count as the Spark plan computes it (``aggregate._average``):
-    a DECIMAL sum divided by the count as DECIMAL(20, 0), with Spark's rounding; an integer
-    one in double precision."""
-    if pa.types.is_decimal(sum_type):
-        precision, scale = divide_type((sum_type.precision, sum_type.scale), (20, 0))
-        return decimal_divide(s, f"CAST({n} AS DECIMAL(20, 0))", precision, scale)
+def _average(s: str, n: str, arg_type: pa.DataType) -> str:
+    """AVG from the sum and count as the Spark plan computes it (``aggregate._average``): over
+    DECIMAL the exact quotient rounded once into AVG's type; otherwise in double precision
+    (the sum of integers is exact, as DECIMAL(38, 0))."""
+    if pa.types.is_decimal(arg_type):
+        return decimal_divide(s, n, *decimal_rules.average_type(arg_type.precision, arg_type.scale))
     return f"CAST({s} AS DOUBLE) / CAST({n} AS DOUBLE)"
+
+
+def _check_exact(op: AggregateOp, old: pa.Table, view: str) -> None:
+    """Stop the epoch when a touched group's stored sum is not an exact running total (NULL
+    over values: a DECIMAL sum past 38 digits), as the Spark plan does (``_inexact``)."""
+    for i, a in enumerate(op.aggs):
+        if a.func in ("sum", "avg"):
+            unknown = pc.and_(pc.greater(old.column(f"n{i}"), 0), pc.is_null(old.column(f"s{i}")))
+            if pc.any(unknown).as_py():
+                raise InexactAggregate(view, a.text or a.func, "decimal")
 
 
 def _cast(table: pa.Table, schema: pa.Schema, names: list[str]) -> pa.Table:

@@ -38,9 +38,10 @@ import pyarrow as pa
 from sqlglot import exp, parse_one
 from sqlglot.errors import ParseError
 
+from ivm_assets import decimal_rules
+from ivm_assets.decimal_rules import MAX_PRECISION, divide_type
 from ivm_assets.errors import IvmError
-
-MAX_PRECISION = 38
+from ivm_assets.sql.dialect import DIALECT
 
 
 class Untranslatable(IvmError):
@@ -109,17 +110,6 @@ def _fit(precision: int, scale: int, what: str) -> tuple[int, int]:
     return MAX_PRECISION, scale
 
 
-def divide_type(left: tuple[int, int], right: tuple[int, int]) -> tuple[int, int]:
-    """Spark's DECIMAL type of ``left / right`` (precision loss allowed, Spark's default)."""
-    (p1, s1), (p2, s2) = left, right
-    scale = max(6, s1 + p2 + 1)
-    precision = p1 - s1 + s2 + scale
-    if precision <= MAX_PRECISION:
-        return precision, scale
-    int_digits = precision - scale
-    return MAX_PRECISION, max(MAX_PRECISION - int_digits, min(scale, 6))
-
-
 def _nonzero(sql: str) -> str:
     return f"(CASE WHEN {sql} = 0 THEN error('division by zero') ELSE {sql} END)"
 
@@ -131,23 +121,20 @@ def decimal_divide(left: str, right: str, precision: int, scale: int) -> str:
 
 
 SPARK_DIVIDE = "ivm_spark_divide"
-_DIVISION = decimal.Context(prec=MAX_PRECISION, rounding=decimal.ROUND_HALF_UP)
 
 
 def spark_divide(left: pa.Array, right: pa.Array, precision: pa.Array, scale: pa.Array) -> pa.Array:
-    """Spark's DECIMAL division over DuckDB's text form of the operands: the quotient to 38
-    significant digits, half up (Java's ``BigDecimal.divide`` with Spark's math context),
-    then to the result's scale, half up; a quotient too wide for the result type fails
-    (Spark's overflow: the epoch goes to Spark, which reports it as Spark does)."""
+    """:func:`ivm_assets.decimal_rules.divide` over DuckDB's text form of the operands; a
+    quotient too wide for the result type fails (Spark's overflow: the epoch goes to Spark,
+    which reports it as Spark does)."""
     out = []
     for a, b, p, s in zip(left.to_pylist(), right.to_pylist(), precision.to_pylist(), scale.to_pylist()):
         if a is None or b is None:
             out.append(None)
             continue
-        q = _DIVISION.divide(decimal.Decimal(a), decimal.Decimal(b))
-        q = q.quantize(decimal.Decimal(1).scaleb(-s), rounding=decimal.ROUND_HALF_UP, context=decimal.Context(prec=100))
-        if len(q.as_tuple().digits) > p and q != 0:
-            raise ArithmeticError(f"{q} does not fit DECIMAL({p}, {s})")
+        q = decimal_rules.divide(decimal.Decimal(a), decimal.Decimal(b), p, s)
+        if q is None:
+            raise ArithmeticError(f"{a} / {b} does not fit DECIMAL({p}, {s})")
         out.append(str(q))
     return pa.array(out, pa.string())
 
@@ -386,7 +373,7 @@ class _Translator:
 @lru_cache(maxsize=4096)
 def _parsed(sql: str) -> exp.Expression:
     try:
-        return parse_one(sql, dialect="spark")
+        return parse_one(sql, dialect=DIALECT)
     except ParseError as exc:
         raise Untranslatable(f"expression not parsed ({exc})") from exc
 

@@ -5,10 +5,15 @@ Rule on changes: for every group the change touches, retract the group's old out
 
 State:
 - ``groups`` (latest value per group): the row count and, per COUNT/SUM/AVG, the count of
-  non-NULL arguments and their exact sum. New values are old + the change's partial sums,
-  so these aggregates never look at the group's rows again. Because the old values are
-  read back exactly (never re-summed), a retraction always equals the row emitted before,
-  floating point included.
+  non-NULL arguments and their sum: in SUM's own type (a BIGINT sum wraps as Spark's does
+  with ANSI off, a DECIMAL one is exact), and for AVG over integers exact as DECIMAL(38, 0)
+  (Spark's AVG sums in DOUBLE; a BIGINT sum would wrap). New values are old + the change's
+  partial sums, so these aggregates never look at the group's rows again. Because the old
+  values are read back exactly (never re-summed), a retraction always equals the row
+  emitted before, floating point included. A sum that cannot be carried on exactly — a
+  DECIMAL sum past 38 digits (stored as NULL, Spark's answer), or a row leaving a DOUBLE
+  sum that holds NaN or ±Infinity — stops the epoch with :class:`InexactAggregate`, and
+  the view is recomputed.
 - ``values<i>`` (z-set) per MIN / MAX / COUNT(DISTINCT): the multiset of non-NULL argument
   values per group. Deleting the current minimum is answered from the remaining values of
   the touched groups only.
@@ -22,11 +27,17 @@ group is then retracted and re-inserted, untouched ones with the same row, which
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from decimal import Decimal
+from functools import lru_cache
+
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from ivm_assets import decimal_rules
+
 from ivm_assets.delta.tables import WEIGHT
+from ivm_assets.errors import InexactAggregate
 from ivm_assets.operators.base import (
     Batch, EpochContext, Operator, col, consolidate, input_change, materialize, nothing, null_safe_match, unforced,
 )
@@ -38,6 +49,10 @@ _COUNT = "__cnt"
 _SIGN = "__s"
 _TOUCHED = "__t"
 _VALUE_AGGS = ("min", "max", "count_distinct")
+# Past this weight a row is not repeated to be summed (array_repeat takes an INT).
+_MAX_REPEAT = 2**31 - 1
+_INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
+_FLOATING = (T.FloatType, T.DoubleType)
 
 # Group state of up to this many rows is read whole in an incremental epoch, instead of the
 # groups the change touches: finding those needs the input change computed first, a Spark
@@ -81,44 +96,117 @@ class AggregateOp(Operator):
     def state_tables(self) -> tuple[StateTable, ...]:
         return (self.groups, *self.values.values())
 
+    @property
+    def version(self) -> int:
+        # 2: AVG over integers summed exactly (was BIGINT, which wraps), AVG over DECIMAL
+        # rounded once into its type, inexact sums detected (see the module doc).
+        return 2 if any(a.func in ("sum", "avg") for a in self.aggs) else 1
+
+    def _sums(self) -> list[int]:
+        return [i for i, a in enumerate(self.aggs) if a.func in ("sum", "avg")]
+
     # --- partial sums of a change -------------------------------------------------------
     def _partials(self, delta: DataFrame) -> DataFrame:
-        """Per touched group: Σ signs, and per COUNT/SUM/AVG the non-NULL count and sum.
+        """Per touched group: Σ signs, and per COUNT/SUM/AVG the non-NULL count and sum;
+        per SUM/AVG also (not stored, for :meth:`_inexact`) ``__v<i>``, the rows with a
+        value, and ``__d<i>``, 1 when one of them leaves.
 
         Rows are repeated |w| times with a sign, so SUM keeps Spark's own result type
         (a DECIMAL(p,s) times a weight would widen and could lose scale).
         """
+        repeats = F.abs(col(WEIGHT))
+        repeats = F.when(repeats <= _MAX_REPEAT, repeats.cast("int")).otherwise(
+            F.raise_error(F.lit(f"a row of weight above {_MAX_REPEAT} reached an aggregate: too many copies to sum"))
+        )
         signed = delta.withColumn(_SIGN, F.when(col(WEIGHT) > 0, 1).otherwise(-1).cast("bigint")).withColumn(
-            "__rep", F.explode(F.array_repeat(F.lit(1), F.abs(col(WEIGHT)).cast("int")))
+            "__rep", F.explode(F.array_repeat(F.lit(1), repeats))
         )
         exprs = [F.sum(col(_SIGN)).alias(_COUNT)]
         for i, a in enumerate(self.aggs):
             if a.func in ("count", "sum", "avg"):
                 exprs.append(F.sum(F.when(col(a.arg).isNotNull(), col(_SIGN)).otherwise(0)).alias(f"n{i}"))
             if a.func in ("sum", "avg"):
-                exprs.append(F.sum(F.when(col(_SIGN) > 0, col(a.arg)).otherwise(-col(a.arg))).alias(f"s{i}"))
+                value = col(a.arg)
+                if a.func == "avg" and isinstance(delta.schema[a.arg].dataType, _INTEGRAL):
+                    value = value.cast(T.DecimalType(38, 0))
+                present = col(a.arg).isNotNull()
+                exprs += [
+                    F.sum(F.when(col(_SIGN) > 0, value).otherwise(-value)).alias(f"s{i}"),
+                    F.sum(F.when(present, 1).otherwise(0)).cast("bigint").alias(f"__v{i}"),
+                    F.max(F.when(present & (col(_SIGN) < 0), 1).otherwise(0)).alias(f"__d{i}"),
+                ]
         if not self.keys:
             # Grouped by an expression that is always 0 but not a literal: Spark would turn an
             # aggregate grouped by a constant into a scalar subquery, a Spark job of its own.
             return signed.groupBy((col(_SIGN) * 0).cast("int").alias(_GLOBAL)).agg(*exprs)
         return signed.groupBy(*[col(k) for k in self.group_keys]).agg(*exprs)
 
-    def _combine(self, old: DataFrame | None, change: DataFrame) -> DataFrame:
+    def _combine(self, old: DataFrame | None, change: DataFrame, *, checked: bool) -> DataFrame:
         """New partials = old + change per group, typed like the change (the state's fixed
         schema), and ``__t``: 1 where the change touched the group. Summed over the union of
         both, not joined: a join of a global aggregate's one-row sides has no equality left
-        to join on and would cost Spark a broadcast job."""
+        to join on and would cost Spark a broadcast job. A sum that is NULL over values on
+        either side (a DECIMAL sum past 38 digits) stays NULL, Spark's answer. ``checked``
+        (incremental epochs): a touched group whose sums cannot be carried on exactly fails
+        the job (:meth:`_inexact`)."""
         names = [*self.group_keys, *self.partials]
-        both = change.select(*[col(c) for c in names], F.lit(1).alias(_TOUCHED))
+        sums = self._sums()
+        checks = [f"__{c}{i}" for i in sums for c in "vdo"] if checked else []
+        zero = F.lit(0).cast("bigint")
+
+        def side(df: DataFrame, touched: int, values: dict[str, Column]) -> DataFrame:
+            flags = [*checks, *(f"__x{i}" for i in sums)]
+            return df.select(*[col(c) for c in names], *[values.get(c, zero).alias(c) for c in flags], F.lit(touched).alias(_TOUCHED))
+
+        def lost(count: str, i: int) -> Column:
+            return F.when((col(count) > 0) & col(f"s{i}").isNull(), 1).otherwise(0)
+
+        both = side(change, 1, {**{c: col(c) for c in checks if not c.startswith("__o")}, **{f"__x{i}": lost(f"__v{i}", i) for i in sums}})
         if old is not None:
-            both = both.unionByName(old.select(*[col(c) for c in names], F.lit(0).alias(_TOUCHED)))
+            flags = {f"__x{i}": lost(f"n{i}", i) for i in sums}
+            if checked:
+                flags.update({f"__o{i}": F.when(self._unknown(old, i), 1).otherwise(0) for i in sums})
+            both = both.unionByName(side(old, 0, flags))
         summed = both.groupBy(*[col(k) for k in self.group_keys]).agg(
-            *[F.sum(F.coalesce(col(p), F.lit(0))).alias(p) for p in self.partials], F.max(col(_TOUCHED)).alias(_TOUCHED)
+            *[F.sum(F.coalesce(col(p), F.lit(0))).alias(p) for p in self.partials],
+            *[F.max(col(c)).alias(c) for c in (*checks, *(f"__x{i}" for i in sums))], F.max(col(_TOUCHED)).alias(_TOUCHED),
         )
-        return summed.select(
-            *[col(k) for k in self.group_keys], *[col(p).cast(change.schema[p].dataType).alias(p) for p in self.partials],
-            col(_TOUCHED),
-        )
+        typed = {p: col(p).cast(change.schema[p].dataType) for p in self.partials}
+        for i in sums:
+            typed[f"s{i}"] = F.when(col(f"__x{i}") > 0, F.lit(None)).otherwise(typed[f"s{i}"]).cast(change.schema[f"s{i}"].dataType)
+        if checked:
+            typed[_COUNT] = self._inexact(typed[_COUNT], change)  # the row count: every use of the groups reads it
+        return summed.select(*[col(k) for k in self.group_keys], *[typed[p].alias(p) for p in self.partials], col(_TOUCHED))
+
+    def _floating(self, change: DataFrame, i: int) -> bool:
+        return isinstance(change.schema[f"s{i}"].dataType, _FLOATING)
+
+    def _unknown(self, old: DataFrame, i: int) -> Column:
+        """Whether a group's stored sum ``s<i>`` is not an exact running total: NULL over
+        values (a DECIMAL sum past 38 digits), or for DOUBLE NaN or ±Infinity."""
+        n, s = col(f"n{i}"), col(f"s{i}")
+        unknown = (n > 0) & s.isNull()
+        if self._floating(old, i):
+            unknown = unknown | F.isnan(s) | s.isin(float("inf"), float("-inf"))
+        return unknown
+
+    def _inexact(self, count: Column, change: DataFrame) -> Column:
+        """``count``, unless a group's new sums would be wrong: the change's own DECIMAL sum
+        overflowed (NULL over values), or the old sum is unknown (:meth:`_unknown`) and the
+        change touches it (DECIMAL) or removes a value from it (DOUBLE: NaN and ±Infinity
+        stay as long as their rows do). Then the job fails with the marker of
+        :class:`~ivm_assets.errors.InexactAggregate`, and the view is recomputed."""
+        for i in self._sums():
+            floating = self._floating(change, i)
+            overflow = F.lit(False) if floating else (col(f"__v{i}") > 0) & col(f"s{i}").isNull()
+            carried = (col(f"__o{i}") > 0) & (col(_TOUCHED) == 1)
+            if floating:
+                carried = carried & (col(f"__d{i}") > 0)
+            agg = self.aggs[i]
+            kind = "double" if floating else "decimal"
+            failure = F.raise_error(F.lit(f"{InexactAggregate.MARKER}: {agg.text or agg.func} {kind};"))
+            count = F.when(overflow | carried, failure).otherwise(count)
+        return count
 
     def _reads_whole_groups(self, ctx: EpochContext) -> bool:
         """Whether this incremental epoch reads the group state whole (see WHOLE_GROUPS_ROWS):
@@ -195,12 +283,13 @@ class AggregateOp(Operator):
             change = change.unionByName(
                 ctx.spark.createDataFrame([(0,)], f"{q(_GLOBAL)} int").select(
                     col(_GLOBAL), *[F.lit(None).cast(change.schema[p].dataType).alias(p) for p in self.partials]
-                )
+                ),
+                allowMissingColumns=True,
             )
         # The old rows feed both the new values and the retractions (see _once).
         raw = self.groups.read(ctx, touched, self.group_keys)
         old = _once(self.groups.current(raw), raw, ctx) if raw is not None else None
-        combined = self._combine(old, change)
+        combined = self._combine(old, change, checked=not ctx.full)
         # Reading the groups whole, only the touched ones are stored again; the retractions
         # and insertions of all others cancel in the output's consolidation (their new row
         # is computed from their old partials alone, so it is the old row exactly).
@@ -254,8 +343,23 @@ def _once(rows: DataFrame, read: StateRead, ctx: EpochContext) -> DataFrame:
     return rows if read.local else materialize(rows, small=not ctx.full).df
 
 
-def _average(s, n, arg_type: T.DataType):
-    """AVG from an exact sum and count, with Spark's own arithmetic for DECIMAL."""
+def _average(s: Column, n: Column, arg_type: T.DataType) -> Column:
+    """AVG from the sum and count: over DECIMAL the exact quotient rounded once into AVG's
+    type, as Spark's AVG does (:mod:`ivm_assets.decimal_rules`; SQL's ``/`` would round
+    twice); otherwise in double precision."""
     if isinstance(arg_type, T.DecimalType):
-        return s / n.cast(T.DecimalType(20, 0))
+        return _decimal_average(*decimal_rules.average_type(arg_type.precision, arg_type.scale))(s, n)
     return s.cast("double") / n.cast("double")
+
+
+@lru_cache(maxsize=64)
+def _decimal_average(precision: int, scale: int):
+    """A Spark function computing ``s / n`` into DECIMAL(precision, scale) by
+    :func:`ivm_assets.decimal_rules.divide` (no SQL expression divides a DECIMAL without
+    first rounding to a scale of its own choosing). Evaluated in Python workers, once per
+    output row of a group."""
+
+    def average(s: Decimal | None, n: int | None) -> Decimal | None:
+        return None if s is None or not n else decimal_rules.divide(s, Decimal(n), precision, scale)
+
+    return F.udf(average, T.DecimalType(precision, scale), useArrow=True)

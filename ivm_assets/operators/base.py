@@ -252,6 +252,12 @@ class Operator(ABC):
     def state_tables(self) -> tuple:
         return ()
 
+    @property
+    def version(self) -> int:
+        """The version of the operator's rule: raised when what its state holds or what it
+        outputs changes, so that views built by the older rule are rebuilt."""
+        return 1
+
     def unchanged(self, ctx: EpochContext) -> bool:
         """Whether this epoch's change set is known to be empty before anything runs: in an
         incremental epoch, every operator's output is empty when all its inputs' are (a join

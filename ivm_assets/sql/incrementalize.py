@@ -85,12 +85,14 @@ def incrementalize(plan: Plan) -> Operator:
 
 
 def fingerprint(root: Operator, state_format: int) -> str:
-    """A hash of the dataflow: every operator's id, rule, columns and state tables, and the
-    state format version. Equal fingerprints mean one refresh can carry on another's state."""
+    """A hash of the dataflow: every operator's id, rule (and its version), columns and state
+    tables, and the state format version. Equal fingerprints mean one refresh can carry on another's state."""
     parts = [str(state_format)]
     for op in operators(root):
         tables = [(t.table_name, t.layout_kind, t.keys, t.columns) for t in op.state_tables]
-        parts.append(repr((op.id, op.describe(), op.columns, tables)))
+        # The rule version enters only past 1: views of unchanged rules keep their fingerprint.
+        version = (op.version,) if op.version > 1 else ()
+        parts.append(repr((op.id, op.describe(), op.columns, tables, *version)))
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 

@@ -38,6 +38,7 @@ from sqlglot import exp
 from ivm_assets.errors import LoweringError
 from ivm_assets.sql.conditions import aggregates, and_, conjuncts, implied_filters, tables_of
 from ivm_assets.sql.constructs import SUPPORTED_AGGREGATES
+from ivm_assets.sql.dialect import DIALECT
 from ivm_assets.sql.from_clause import OUTER, FromItem, connected_order, join_kind, placement, split_keys
 from ivm_assets.sql.grouped_windows import split_grouped_windows
 from ivm_assets.sql.order_ties import order_ties
@@ -471,7 +472,7 @@ class _Lowering:
                 arg_name = self.fresh("arg")
                 pre.append((arg_name, _render(arg, scope)))
             name = self.fresh(func)
-            calls.append(AggCall(name, func, arg_name))
+            calls.append(AggCall(name, func, arg_name, agg.sql(dialect=DIALECT)))
             replacements.append((agg, name))
         agg_node = Aggregate(Project(node, tuple(pre)), tuple(keys), tuple(calls))
 
@@ -534,7 +535,7 @@ def _render(node: exp.Expression, scope: Mapping[tuple[str, str], str]) -> str:
             return exp.column(scope[(e.table.lower(), e.name.lower())], quoted=True)
         return e
 
-    return node.copy().transform(swap).sql(dialect="spark")
+    return node.copy().transform(swap).sql(dialect=DIALECT)
 
 
 def lower(statement: exp.Expression, relations: Mapping[str, tuple[str, ...]]) -> Plan:

@@ -17,12 +17,13 @@ from sqlglot.errors import ParseError
 
 from ivm_assets.errors import SqlError
 from ivm_assets.sql.constructs import locate
+from ivm_assets.sql.dialect import DIALECT
 
 
 def parse_view(view: str, text: str, *, file: str | None) -> exp.Expression:
     """The single statement in ``text``, or a SqlError pointing at the syntax error."""
     try:
-        statements = [s for s in sqlglot.parse(text, read="spark") if s is not None]
+        statements = [s for s in sqlglot.parse(text, read=DIALECT) if s is not None]
     except ParseError as exc:
         first = exc.errors[0] if exc.errors else {}
         near, col = first.get("highlight") or "", first.get("col")
@@ -68,7 +69,7 @@ def referenced_tables(statement: exp.Expression, text: str) -> list[tuple[str, i
 
 def normalized_sql(statement: exp.Expression) -> str:
     """The statement re-rendered canonically (whitespace, case and comments don't matter)."""
-    return statement.sql(dialect="spark", normalize=True, comments=False)
+    return statement.sql(dialect=DIALECT, normalize=True, comments=False)
 
 
 def sql_hash(statement: exp.Expression) -> str:

@@ -198,6 +198,8 @@ class AggCall:
     name: str
     func: AggFunc
     arg: str | None
+    # The call as the view's SQL writes it (for messages; not part of the plan's identity).
+    text: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
         if (self.arg is None) != (self.func == "count_star"):

@@ -17,6 +17,7 @@ from functools import lru_cache
 import sqlglot
 from sqlglot import exp
 
+from ivm_assets.sql.dialect import DIALECT
 from ivm_assets.sql.plan import (
     Aggregate, Distinct, Except, Filter, Intersect, Join, Node, OuterJoin, Plan, Project, Scan, SemiJoin, TopK, UnionAll,
     Window, q,
@@ -26,7 +27,7 @@ from ivm_assets.sql.plan import (
 @lru_cache(maxsize=4096)
 def references(sql: str) -> frozenset[str]:
     """The column names a Spark SQL expression reads."""
-    return frozenset(c.name for c in sqlglot.parse_one(sql, read="spark").find_all(exp.Column))
+    return frozenset(c.name for c in sqlglot.parse_one(sql, read=DIALECT).find_all(exp.Column))
 
 
 def _prune(node: Node, needed: frozenset[str]) -> Node:

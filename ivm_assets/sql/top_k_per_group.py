@@ -13,7 +13,8 @@ then columns the SELECT list references, by which :mod:`ivm_assets.sql.order_tie
 the ties already (or partition columns, equal within a partition).
 
 Example:
-    >>> from ivm_assets.sql.plan import Filter, Plan, Scan, Window
+    >>> from ivm_assets.sql.dialect import DIALECT
+from ivm_assets.sql.plan import Filter, Plan, Scan, Window
     >>> w = Window(Scan("t", ("g", "v"), ("g", "v")), ("g",), (("rn", "ROW_NUMBER() OVER (PARTITION BY `g` ORDER BY `v`)"),))
     >>> plan = top_k_per_group(Plan(Filter(w, "`rn` <= 2"), ("g", "v", "rn")))
     >>> top = plan.root.input
@@ -75,7 +76,7 @@ def _cut(node: Node, column: str, k: int) -> Node | None:
 
 def _bounds(predicate: str) -> list[tuple[str, int]]:
     """(column, k) for each conjunct ``column <= k``, ``column < k + 1`` or ``column = 1``."""
-    parsed = sqlglot.parse_one(predicate, read="spark")
+    parsed = sqlglot.parse_one(predicate, read=DIALECT)
     found = []
     for cond in parsed.flatten() if isinstance(parsed, exp.And) else [parsed]:
         cond = cond.unnest()
@@ -95,13 +96,13 @@ def _plain_column(sql: str | None) -> str | None:
     """The column name when ``sql`` is just a column reference."""
     if sql is None:
         return None
-    parsed = sqlglot.parse_one(sql, read="spark")
+    parsed = sqlglot.parse_one(sql, read=DIALECT)
     return parsed.name if isinstance(parsed, exp.Column) and not parsed.table else None
 
 
 def _row_number_order(sql: str) -> tuple[SortKey, ...] | None:
     """The ORDER BY of a ``ROW_NUMBER() OVER (…)`` of plain columns; None for anything else."""
-    window = sqlglot.parse_one(sql, read="spark")
+    window = sqlglot.parse_one(sql, read=DIALECT)
     if not isinstance(window, exp.Window) or not isinstance(window.this, exp.RowNumber) or window.args.get("order") is None:
         return None
     order: list[SortKey] = []
