@@ -13,8 +13,7 @@ then columns the SELECT list references, by which :mod:`ivm_assets.sql.order_tie
 the ties already (or partition columns, equal within a partition).
 
 Example:
-    >>> from ivm_assets.sql.dialect import DIALECT
-from ivm_assets.sql.plan import Filter, Plan, Scan, Window
+    >>> from ivm_assets.sql.plan import Filter, Plan, Scan, Window
     >>> w = Window(Scan("t", ("g", "v"), ("g", "v")), ("g",), (("rn", "ROW_NUMBER() OVER (PARTITION BY `g` ORDER BY `v`)"),))
     >>> plan = top_k_per_group(Plan(Filter(w, "`rn` <= 2"), ("g", "v", "rn")))
     >>> top = plan.root.input
@@ -29,6 +28,7 @@ from dataclasses import fields, replace
 import sqlglot
 from sqlglot import exp
 
+from ivm_assets.sql.dialect import DIALECT
 from ivm_assets.sql.plan import Filter, Node, Plan, Project, SortKey, TopK, Window
 
 
