@@ -2,8 +2,8 @@
 
 Example:
     >>> project = IvmProject.load("demo_project")                          # doctest: +SKIP
-    >>> views = ivm_view_assets(project=project)
-    >>> defs = dg.Definitions(assets=[views], resources={"ivm": IvmResource()})
+    >>> views = ivm_view_assets(project=project)                           # doctest: +SKIP
+    >>> defs = dg.Definitions(assets=[views], resources={"ivm": IvmResource()})  # doctest: +SKIP
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ pid. ``directory`` defaults to ``$IVM_SPARK_CONNECT_DIR`` or ``~/.ivm/spark-conn
 
 Example:
     >>> server = start_server(port=15002)          # doctest: +SKIP
-    >>> server.url
+    >>> server.url                                  # doctest: +SKIP
     'sc://127.0.0.1:15002'
     >>> stop_server()                               # doctest: +SKIP
     True
