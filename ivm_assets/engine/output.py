@@ -17,7 +17,7 @@ from pyspark.sql import types as T
 
 from ivm_assets.delta import tables as delta
 from ivm_assets.delta.tables import WEIGHT, Epoch
-from ivm_assets.operators.base import Batch, col, consolidate, null_safe_match
+from ivm_assets.operators.base import Batch, col, consolidate, copies, null_safe_match
 from ivm_assets.state.arrangement import DRIVER_READ_BYTES, LARGE_READ_BYTES
 from ivm_assets.spark.arrow import to_arrow
 
@@ -34,7 +34,7 @@ def shape(change: DataFrame, internal: tuple[str, ...], schema: T.StructType) ->
 
 def expand(rows: DataFrame, names: list[str]) -> DataFrame:
     """Each row repeated by its (positive) weight, without the weight column."""
-    repeated = rows.filter(col(WEIGHT) > 0).withColumn("__rep", F.explode(F.array_repeat(F.lit(1), col(WEIGHT).cast("int"))))
+    repeated = rows.filter(col(WEIGHT) > 0).withColumn("__rep", F.explode(F.array_repeat(F.lit(1), copies(col(WEIGHT)))))
     return repeated.select(*[col(n) for n in names])
 
 
@@ -71,7 +71,7 @@ def apply_change(uri: str, change: Batch, schema: T.StructType, epoch: Epoch, *,
     deletes = rows.filter(col(WEIGHT) < 0).select(*[col(n) for n in names], F.lit("del").alias(_OP), F.lit(0).cast("bigint").alias(_COPY))
     keep = F.when(col(WEIGHT) < 0, F.greatest(col("__old") + col(WEIGHT), F.lit(0))).otherwise(col(WEIGHT))
     inserts = (
-        rows.withColumn("__keep", keep.cast("int"))
+        rows.withColumn("__keep", copies(keep))
         .filter("__keep > 0")
         .withColumn(_COPY, F.explode(F.sequence(F.lit(1).cast("bigint"), col("__keep").cast("bigint"))))
         .select(*[col(n) for n in names], F.lit("ins").alias(_OP), col(_COPY))

@@ -39,7 +39,7 @@ from ivm_assets import decimal_rules
 from ivm_assets.delta.tables import WEIGHT
 from ivm_assets.errors import InexactAggregate
 from ivm_assets.operators.base import (
-    Batch, EpochContext, Operator, col, consolidate, input_change, materialize, nothing, null_safe_match, unforced,
+    Batch, EpochContext, Operator, col, consolidate, copies, input_change, materialize, nothing, null_safe_match, unforced,
 )
 from ivm_assets.sql.plan import AggCall, q
 from ivm_assets.state.arrangement import BUCKET, StateRead, StateTable, default_hash_types, with_bucket
@@ -49,8 +49,6 @@ _COUNT = "__cnt"
 _SIGN = "__s"
 _TOUCHED = "__t"
 _VALUE_AGGS = ("min", "max", "count_distinct")
-# Past this weight a row is not repeated to be summed (array_repeat takes an INT).
-_MAX_REPEAT = 2**31 - 1
 _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 _FLOATING = (T.FloatType, T.DoubleType)
 
@@ -114,12 +112,8 @@ class AggregateOp(Operator):
         Rows are repeated |w| times with a sign, so SUM keeps Spark's own result type
         (a DECIMAL(p,s) times a weight would widen and could lose scale).
         """
-        repeats = F.abs(col(WEIGHT))
-        repeats = F.when(repeats <= _MAX_REPEAT, repeats.cast("int")).otherwise(
-            F.raise_error(F.lit(f"a row of weight above {_MAX_REPEAT} reached an aggregate: too many copies to sum"))
-        )
         signed = delta.withColumn(_SIGN, F.when(col(WEIGHT) > 0, 1).otherwise(-1).cast("bigint")).withColumn(
-            "__rep", F.explode(F.array_repeat(F.lit(1), repeats))
+            "__rep", F.explode(F.array_repeat(F.lit(1), copies(F.abs(col(WEIGHT)))))
         )
         exprs = [F.sum(col(_SIGN)).alias(_COUNT)]
         for i, a in enumerate(self.aggs):

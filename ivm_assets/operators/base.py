@@ -31,6 +31,17 @@ def col(name: str) -> Column:
     return F.col(q(name))
 
 
+# Spark repeats a row at most this many times (array_repeat takes an INT).
+MAX_COPIES = 2**31 - 1
+
+
+def copies(count: Column) -> Column:
+    """``count`` as the INT that ``array_repeat`` takes, or an error naming the limit: a cast
+    alone would wrap a larger count around to a wrong, possibly negative, one."""
+    too_many = F.raise_error(F.lit(f"a row with more than {MAX_COPIES} copies cannot be repeated in Spark"))
+    return F.when(count <= MAX_COPIES, count.cast("int")).otherwise(too_many)
+
+
 def consolidate(df: DataFrame, columns: tuple[str, ...] | list[str]) -> DataFrame:
     """Sum the weights of identical rows and drop rows whose weight is zero.
 

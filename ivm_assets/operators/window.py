@@ -24,7 +24,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ivm_assets.delta.tables import WEIGHT
-from ivm_assets.operators.base import EpochContext, Operator, col, consolidate, materialize, nothing
+from ivm_assets.operators.base import EpochContext, Operator, col, consolidate, copies, materialize, nothing
 from ivm_assets.state.arrangement import BUCKET, StateTable, default_hash_types, with_bucket
 
 
@@ -46,10 +46,10 @@ class WindowOp(Operator):
 
     def _window(self, rows: DataFrame, sign: int) -> DataFrame:
         """W(rows): each row repeated as many times as its weight, the functions computed."""
-        copies = rows.filter(col(WEIGHT) > 0).withColumn(
-            "__rep", F.explode(F.array_repeat(F.lit(1), col(WEIGHT).cast("int")))
+        repeated = rows.filter(col(WEIGHT) > 0).withColumn(
+            "__rep", F.explode(F.array_repeat(F.lit(1), copies(col(WEIGHT))))
         )
-        return copies.select(
+        return repeated.select(
             *[col(c) for c in self.input.columns],
             *[F.expr(sql).alias(name) for name, sql in self.calls],
             F.lit(sign).cast("bigint").alias(WEIGHT),

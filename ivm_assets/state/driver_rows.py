@@ -23,12 +23,14 @@ def _comparable(t: pa.DataType) -> bool:
     return not (pa.types.is_floating(t) or pa.types.is_nested(t) or pa.types.is_dictionary(t) or pa.types.is_null(t))
 
 
-def tuple_codes(parts: list[tuple[pa.Table, tuple[str, ...]]]) -> list[pa.Array] | None:
+def tuple_codes(parts: list[tuple[pa.Table, tuple[str, ...]]], *, bitwise: bool = False) -> list[pa.Array] | None:
     """One int64 code per row of each table, equal exactly where the rows' value tuples are.
 
     ``parts[i]`` is a table and the columns of it to compare (every part the same number;
     column j of each part compared with column j of the others). No columns: every row
-    gets code 0. None when some column's type is not coded here (see the module doc).
+    gets code 0. None when some column's type is not coded here (see the module doc);
+    ``bitwise``: floating point too, compared as Arrow hashes it (−0.0 and 0.0 apart, a NaN
+    equal to a NaN of the same bits), which tells copies of one stored row apart from others.
     """
     sizes = [table.num_rows for table, _ in parts]
     width = len(parts[0][1])
@@ -42,7 +44,7 @@ def tuple_codes(parts: list[tuple[pa.Table, tuple[str, ...]]]) -> list[pa.Array]
             if not all(pa.types.is_integer(t) for t in types):
                 return None
             arrays = [a.cast(pa.int64()) for a in arrays]
-        if not _comparable(arrays[0].type):
+        if not _comparable(arrays[0].type) and not (bitwise and pa.types.is_floating(arrays[0].type)):
             return None
         encoded = pc.dictionary_encode(pa.concat_arrays(arrays), null_encoding="encode")
         column = encoded.indices.cast(pa.int64())
@@ -77,16 +79,26 @@ def consolidated(rows: pa.Table, columns: tuple[str, ...], weight: str) -> pa.Ta
     """``rows`` (``columns`` plus ``weight``) with the weights of identical rows summed and
     rows of weight zero dropped; None when some column type is not compared here."""
     codes = tuple_codes([(rows, columns)])
-    if codes is None:
-        return None
+    return None if codes is None else _summed(rows, columns, weight, codes[0])
+
+
+def _summed(rows: pa.Table, columns: tuple[str, ...], weight: str, codes: pa.Array) -> pa.Table:
     sums = (
-        pa.table({"code": codes[0], "w": rows.column(weight), "row": pa.array(range(rows.num_rows), pa.int64())})
+        pa.table({"code": codes, "w": rows.column(weight), "row": pa.array(range(rows.num_rows), pa.int64())})
         .group_by("code", use_threads=False)
         .aggregate([("w", "sum"), ("row", "min")])
     )
     live = sums.filter(pc.not_equal(sums.column("w_sum"), 0))
     first = rows.select(list(columns)).take(live.column("row_min"))
     return first.append_column(rows.schema.field(weight), live.column("w_sum").cast(rows.schema.field(weight).type))
+
+
+def cancelled(rows: pa.Table, columns: tuple[str, ...], weight: str) -> pa.Table | None:
+    """``rows`` with the weights of bitwise identical rows summed and rows of weight zero
+    dropped: a row deleted and inserted again unchanged cancels (see :func:`tuple_codes`'
+    ``bitwise``); None when some column type is not coded here."""
+    codes = tuple_codes([(rows, columns)], bitwise=True)
+    return None if codes is None else _summed(rows, columns, weight, codes[0])
 
 
 def latest(rows: pa.Table, keys: tuple[str, ...], epoch: str) -> pa.Table | None:
