@@ -60,6 +60,15 @@ def _connection() -> duckdb.DuckDBPyConnection:
     return _local.con
 
 
+def _in_zone(con: duckdb.DuckDBPyConnection, zone: str) -> duckdb.DuckDBPyConnection:
+    """``con`` set to Spark's session time zone: DuckDB's defaults to the host's, and a
+    TIMESTAMP compared or cast beside a TIMESTAMP WITH TIME ZONE is read in it."""
+    if getattr(_local, "zone", None) != zone:
+        con.execute("SET TimeZone = '" + zone.replace("'", "''") + "'")
+        _local.zone = zone
+    return con
+
+
 def _q(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
@@ -83,7 +92,7 @@ class LocalEpoch:
 
     def __init__(self, ctx: EpochContext, changes: dict[str, pa.Table]) -> None:
         self.ctx, self.changes = ctx, changes
-        self.con = _connection()
+        self.con = _in_zone(_connection(), ctx.spark.conf.get("spark.sql.session.timeZone"))
         self._done: dict[str, pa.Table] = {}
 
     def run(self, root: Operator, schema: pa.Schema) -> pa.Table:

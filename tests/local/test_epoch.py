@@ -107,3 +107,18 @@ def test_joins_run_in_process_on_both_sides_changing(builder):
     results = _refresh(project)
     assert {(r.mode, r.engine) for r in results.values()} == {("incremental", "in process")}, results
     assert_oracle(project)
+
+
+def test_duckdb_reads_timestamps_in_sparks_session_zone(builder, spark):
+    """DuckDB's time zone defaults to the host's (the suite's TZ may be anything); an epoch in
+    process sets it to Spark's session time zone, where TIMESTAMP values are read."""
+    from ivm_assets.local.epoch import _connection
+
+    uri = builder.source("orders", _orders([(1, 1, "north", Decimal("1.00"), 1)]))
+    builder.view("n", "SELECT region, COUNT(*) AS c FROM orders GROUP BY region")
+    project = builder.load()
+    project.refresh()
+    write_deltalake(uri, _orders([(2, 1, "north", Decimal("2.00"), 1)]), mode="append")
+    assert _refresh(project)["n"].engine == "in process"
+    zone = _connection().execute("SELECT current_setting('TimeZone')").fetchone()[0]
+    assert zone == spark.conf.get("spark.sql.session.timeZone")
