@@ -64,7 +64,7 @@ def _in_zone(con: duckdb.DuckDBPyConnection, zone: str) -> duckdb.DuckDBPyConnec
     """``con`` set to Spark's session time zone: DuckDB's defaults to the host's, and a
     TIMESTAMP compared or cast beside a TIMESTAMP WITH TIME ZONE is read in it."""
     if getattr(_local, "zone", None) != zone:
-        con.execute("SET TimeZone = '" + zone.replace("'", "''") + "'")
+        con.execute("SET TimeZone = '" + zone.replace("'", "''") + "'").fetchall()
         _local.zone = zone
     return con
 

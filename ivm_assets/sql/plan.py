@@ -198,8 +198,9 @@ class AggCall:
     name: str
     func: AggFunc
     arg: str | None
-    # The call as the view's SQL writes it (for messages; not part of the plan's identity).
-    text: str = field(default="", compare=False)
+    # The call as the view's SQL writes it (for messages; not part of the plan's identity,
+    # nor of its repr, which names operators and their state tables).
+    text: str = field(default="", compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if (self.arg is None) != (self.func == "count_star"):
