@@ -120,5 +120,5 @@ def test_duckdb_reads_timestamps_in_sparks_session_zone(builder, spark):
     project.refresh()
     write_deltalake(uri, _orders([(2, 1, "north", Decimal("2.00"), 1)]), mode="append")
     assert _refresh(project)["n"].engine == "in process"
-    zone = _connection().execute("SELECT current_setting('TimeZone')").fetchone()[0]
+    zone = _connection().execute("SELECT current_setting('TimeZone')").fetchall()[0][0]
     assert zone == spark.conf.get("spark.sql.session.timeZone")
