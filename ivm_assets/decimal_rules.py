@@ -22,6 +22,9 @@ from __future__ import annotations
 from decimal import ROUND_HALF_UP, Context, Decimal
 
 MAX_PRECISION = 38
+# Raised (ANSI mode) by a rule computing a DECIMAL value that does not fit its type, as
+# Spark names its own overflow.
+OVERFLOW = "NUMERIC_VALUE_OUT_OF_RANGE"
 # The fewest fractional digits Spark keeps when it narrows a result type to 38 digits.
 MIN_ADJUSTED_SCALE = 6
 

@@ -19,6 +19,12 @@ class SourceError(IvmError):
     """A source table cannot be read as needed (not a Delta table, no change data feed, …)."""
 
 
+class StorageError(IvmError):
+    """The store holding a table cannot be used as configured: a missing bucket or container,
+    refused credentials, an unreachable endpoint. Names the table and the setting to check,
+    never a secret's value."""
+
+
 class ViewCycleError(IvmError):
     """Views refer to each other in a cycle."""
 
@@ -109,6 +115,26 @@ class InexactAggregate(RebuildNeeded):
         super().__init__(
             f"view {view!r}: {why}. Run `ivm refresh --full {view}` (or set `refresh: auto`) to recompute it.",
             reason=f"{why}: recomputed",
+        )
+
+
+class ExpressionError(RefreshError):
+    """Spark could not compute one of the view's expressions over the data: under ANSI mode
+    an overflow, an invalid cast or a division by zero raises instead of giving NULL. The
+    epoch's output change was not applied; the view stays as it was."""
+
+    def __init__(self, view: str, spark_message: str) -> None:
+        lines = [line.strip() for line in spark_message.splitlines() if line.strip()]
+        first = next((line for line in lines if line.startswith("[")), lines[0] if lines else "")
+        # Spark names the expression below a "== SQL (line …) ==" or "== DataFrame ==" header.
+        context = next((lines[i + 1] for i, line in enumerate(lines[:-1]) if line.startswith("== ")), "")
+        # Spark's error class (ARITHMETIC_OVERFLOW, CAST_INVALID_INPUT, …), as recorded with the epoch.
+        self.condition = first[1:first.index("]")] if first.startswith("[") and "]" in first else first[:80]
+        super().__init__(
+            f"view {view!r}: Spark could not compute it over the sources' rows: {first}"
+            + (f" (in: {context})" if context else "")
+            + ". Nothing was applied to the view's output. Correct the rows, make the SQL tolerate them (try_cast, "
+            "try_divide, try_add, …), or run the session with spark.sql.ansi.enabled=false to get NULL instead."
         )
 
 

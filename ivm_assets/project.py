@@ -17,7 +17,8 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
-from ivm_assets.config import ProjectConfig, ViewSettings, case_collisions, load_config, name_problem
+from ivm_assets.config import ProjectConfig, SourceSettings, ViewSettings, case_collisions, load_config, name_problem, resolve_options
+from ivm_assets.delta import storage
 from ivm_assets.delta import tables as delta
 from ivm_assets.engine.compile import CompiledView, ViewDefinition, compile_view
 from ivm_assets.engine.cost import estimate
@@ -25,16 +26,17 @@ from ivm_assets.engine.explain import explain_view
 from ivm_assets.engine.refresh import RefreshResult, ViewLocation, refresh_view
 from ivm_assets.errors import ConfigError, NotIncrementalError, SourceError, SqlError, ViewCycleError
 from ivm_assets.spark.arrow import spark_schema
-from ivm_assets.spark.session import get_spark
+from ivm_assets.spark.session import get_spark, semantics
 from ivm_assets.sql.parse import parse_view, referenced_tables
 from ivm_assets.state.claim import DEFAULT_WAIT_SECONDS, ClaimSettings, new_run_id
 from ivm_assets.state.progress import Progress
 
 
 def _resolve(base: Path, location: str) -> str:
-    """A path relative to ``base`` made absolute; URIs (``s3://…``) pass through."""
+    """A path relative to ``base`` made absolute; URIs (``s3://…``) pass through, without a
+    trailing ``/`` (tables under them are ``<uri>/<name>``)."""
     if "://" in location:
-        return location
+        return storage.normalize(location)
     return str((base / location).resolve())
 
 
@@ -67,25 +69,76 @@ class ViewStatus:
 class IvmProject:
     """Views over Delta sources, declared in a folder, maintained incrementally."""
 
-    def __init__(self, *, root: Path, config: ProjectConfig, views: dict[str, ViewDefinition], spark: SparkSession | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        root: Path,
+        config: ProjectConfig,
+        views: dict[str, ViewDefinition],
+        spark: SparkSession | None = None,
+        storage_options: Mapping[str, str] | None = None,
+        storage_origin: str = "storage_options given to IvmProject",
+    ) -> None:
+        """``storage_options`` (``${NAME}`` references allowed) go over ivm.yaml's
+        ``storage_options`` key by key; ``storage_origin`` names them in errors."""
         self.root = root
         self.config = config
         self.views = views
         self.warehouse = _resolve(root, config.warehouse)
-        self.sources = {name: _resolve(root, loc) for name, loc in config.sources.items()}
+        self.sources = {name: _resolve(root, config.source_path(name)) for name in config.sources}
+        self._storage = (dict(storage_options or {}), storage_origin)
+        self._register_storage()
         self._spark = spark
         # Compiling asks Spark to analyze the SQL; a view whose SQL and input schemas are
         # unchanged compiles to the same dataflow, so it is kept between refreshes.
         self._compiled: dict[tuple, CompiledView] = {}
         self.order = _dependency_order(views)
 
+    def _register_storage(self) -> None:
+        """Hand the storage options to the Delta layer for the warehouse and each source
+        (:mod:`ivm_assets.delta.storage`): the project's for the warehouse and the sources
+        without their own, a source's own (replacing the project's) for it."""
+        file = self.root / "ivm.yaml"
+        options = resolve_options(self.config.storage_options, where=f"{file}: `storage_options.{{key}}`")
+        origin = f"`storage_options` in {file}"
+        extra, extra_origin = self._storage
+        if extra:
+            options = {**options, **resolve_options(extra, where=f"{extra_origin}: `{{key}}`")}
+            origin = f"{extra_origin} (over `storage_options` in {file})"
+        storage.register(self.warehouse, options, origin=origin)
+        for name, uri in self.sources.items():
+            source = self.config.sources[name]
+            if isinstance(source, SourceSettings) and source.storage_options:
+                where = f"{file}: `sources.{name}.storage_options.{{key}}`"
+                own = resolve_options(source.storage_options, where=where)
+                storage.register(uri, own, origin=f"`sources.{name}.storage_options` in {file}")
+            else:
+                storage.register(uri, options, origin=origin)
+
+    def copy_with(self, *, config: ProjectConfig | None = None, views: dict[str, ViewDefinition] | None = None, spark=None) -> IvmProject:
+        extra, origin = self._storage
+        return type(self)(
+            root=self.root, config=config or self.config, views=views if views is not None else self.views, spark=spark or self._spark,
+            storage_options=extra, storage_origin=origin,
+        )
+
     # --- loading --------------------------------------------------------------------------
     @classmethod
-    def load(cls, path: str | os.PathLike, *, spark: SparkSession | None = None, warehouse: str | None = None) -> IvmProject:
+    def load(
+        cls,
+        path: str | os.PathLike,
+        *,
+        spark: SparkSession | None = None,
+        warehouse: str | None = None,
+        storage_options: Mapping[str, str] | None = None,
+        storage_origin: str = "storage_options given to IvmProject.load",
+    ) -> IvmProject:
         """Read ``path``/ivm.yaml and ``path``/views/*.sql; check names and dependencies.
 
-        ``warehouse`` replaces the one in ivm.yaml (e.g. one warehouse per deployment).
-        Cheap: no Spark session is started until a view is compiled or refreshed.
+        ``warehouse`` replaces the one in ivm.yaml (e.g. one warehouse per deployment);
+        ``storage_options`` go over ivm.yaml's, key by key (``${NAME}`` references allowed;
+        ``storage_origin`` names them in errors). Cheap: no Spark session is started until a
+        view is compiled or refreshed.
         """
         root = Path(path).resolve()
         config = load_config(root / "ivm.yaml")
@@ -114,7 +167,7 @@ class IvmProject:
             views[file.stem] = _definition(
                 file.stem, file.read_text(), str(file), config.views.get(file.stem, ViewSettings()), set(config.sources), names
             )
-        return cls(root=root, config=config, views=views, spark=spark)
+        return cls(root=root, config=config, views=views, spark=spark, storage_options=storage_options, storage_origin=storage_origin)
 
     def with_view(
         self,
@@ -155,13 +208,26 @@ class IvmProject:
         if settings is not None:
             config = config.model_copy(update={"views": {**self.config.views, name: settings}})
         definition = _definition(name, sql, file, settings or ViewSettings(), set(config.sources), set(self.views) | {name})
-        return type(self)(root=self.root, config=config, views={**self.views, name: definition}, spark=self._spark)
+        return self.copy_with(config=config, views={**self.views, name: definition})
+
+    def with_storage_options(self, options: Mapping[str, str], *, origin: str) -> IvmProject:
+        """A copy whose storage options are these over the ones it has, key by key
+        (``${NAME}`` references allowed); ``origin`` names them in errors."""
+        if not options:
+            return self
+        extra, before = self._storage
+        copy = type(self)(
+            root=self.root, config=self.config, views=self.views, spark=self._spark,
+            storage_options={**extra, **options}, storage_origin=origin if not extra else f"{origin} (over {before})",
+        )
+        copy._compiled = self._compiled  # the same views over the same tables
+        return copy
 
     def with_spark(self, spark: SparkSession) -> IvmProject:
         """The same project bound to ``spark`` (a session a caller already manages)."""
         if spark is self._spark:
             return self  # keeps the compiled views of earlier refreshes
-        return type(self)(root=self.root, config=self.config, views=self.views, spark=spark)
+        return self.copy_with(spark=spark)
 
     @property
     def spark(self) -> SparkSession:
@@ -206,6 +272,7 @@ class IvmProject:
     def compile(self, views: list[str] | None = None) -> dict[str, CompiledView]:
         """Compile ``views`` and everything they depend on, in dependency order."""
         wanted = self._with_upstream(views)
+        settings = tuple(sorted(semantics(self.spark).items()))  # a view compiles anew when they change
         schemas: dict[str, T.StructType] = {}
         compiled: dict[str, CompiledView] = {}
         for name in self.order:
@@ -215,7 +282,7 @@ class IvmProject:
             for dep in view.dependencies:
                 if dep not in schemas and dep in self.sources:
                     schemas[dep] = self._source_schema(dep, view)
-            key = (name, view.sql_hash, view.settings.refresh, tuple(schemas[d].json() for d in view.dependencies))
+            key = (name, view.sql_hash, view.settings.refresh, tuple(schemas[d].json() for d in view.dependencies), settings)
             if key not in self._compiled:
                 self._compiled[key] = compile_view(self.spark, view, schemas)
             compiled[name] = self._compiled[key]
@@ -266,25 +333,37 @@ class IvmProject:
         other views' outputs as they are: an orchestrator that schedules each view itself
         (Dagster) decides when upstream views run.
         """
-        compiled = self.compile(views)
-        with delta.reusing_handles():  # the handles opened here serve the refreshes below
-            for view in compiled.values():
-                self._check_change_feeds(view.definition)
-        selected = set(views) if views is not None else set(self.views)
-        claim = ClaimSettings(
-            wait_s=DEFAULT_WAIT_SECONDS if wait is None else wait, lease_s=self.config.lease_seconds, run=run_id or new_run_id()
-        )
-        for name in self.order:
-            if name not in compiled or (not upstream and name not in selected):
-                continue
-            relations = {d: self.relation_uri(d) for d in compiled[name].definition.dependencies}
-            yield refresh_view(
-                self.spark, compiled[name], where=self.location(name), relations=relations,
-                buckets=self.config.state_buckets, full=full and name in selected, claim=claim,
+        # One handle cache for compiling and every refresh below (each table's log read
+        # once), not held across the yields: the caller's code runs there.
+        handles = delta.HandleBlock()
+        try:
+            with delta.reusing_handles(handles):
+                compiled = self.compile(views)
+                for view in compiled.values():
+                    self._check_change_feeds(view.definition)
+            selected = set(views) if views is not None else set(self.views)
+            claim = ClaimSettings(
+                wait_s=DEFAULT_WAIT_SECONDS if wait is None else wait, lease_s=self.config.lease_seconds, run=run_id or new_run_id()
             )
+            for name in self.order:
+                if name not in compiled or (not upstream and name not in selected):
+                    continue
+                relations = {d: self.relation_uri(d) for d in compiled[name].definition.dependencies}
+                with delta.reusing_handles(handles):
+                    result = refresh_view(
+                        self.spark, compiled[name], where=self.location(name), relations=relations,
+                        buckets=self.config.state_buckets, full=full and name in selected, claim=claim,
+                    )
+                yield result
+        finally:
+            handles.keep()
 
     def explain(self, view: str) -> str:
         """The view's incremental dataflow: operators, state tables, per-construct status."""
+        with delta.reusing_handles():  # each table's log read once (on an object store, a listing and reads each)
+            return self._explain(view)
+
+    def _explain(self, view: str) -> str:
         compiled = self.compile([view])[view]
         where = self.location(view)
         last = Progress(where.progress).last_committed()
@@ -298,6 +377,10 @@ class IvmProject:
 
     def status(self) -> list[ViewStatus]:
         """Per view: last epoch, its mode and reason, and which sources moved since."""
+        with delta.reusing_handles():
+            return self._status()
+
+    def _status(self) -> list[ViewStatus]:
         out = []
         for name in self.order:
             where = self.location(name)

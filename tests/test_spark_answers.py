@@ -22,6 +22,7 @@ import pyarrow as pa
 import pytest
 
 from ivm_assets.delta import tables as delta
+from ivm_assets.errors import ExpressionError
 from tests.conftest import assert_engine, assert_oracle, output_rows
 
 BIG = 2**62
@@ -103,23 +104,77 @@ def adversarial(builder):
     return builder
 
 
-def test_every_epoch_gives_sparks_answer(adversarial, engine):
+def _set_ansi(spark, on: bool):
+    before = spark.conf.get("spark.sql.ansi.enabled")
+    spark.conf.set("spark.sql.ansi.enabled", "true" if on else "false")
+    return before
+
+
+@pytest.fixture(params=["ansi off", "ansi on"])
+def ansi(request, spark):
+    """Runs the test in both of Spark's modes: with ANSI on (Spark 4's default) an overflow,
+    an invalid cast or a division by zero raises, and the view's refresh must fail too."""
+    before = _set_ansi(spark, request.param == "ansi on")
+    yield request.param == "ansi on"
+    spark.conf.set("spark.sql.ansi.enabled", before)
+
+
+@pytest.fixture
+def ansi_off(spark):
+    """The issue's reproductions, in the mode they were reported in (Spark with ANSI off)."""
+    before = _set_ansi(spark, False)
+    yield
+    spark.conf.set("spark.sql.ansi.enabled", before)
+
+
+def _sparks_answer(project, view: str):
+    """Spark's own outcome for the view's SQL as written over the sources' latest snapshots:
+    None when it computes (the oracle compares the rows), else its error class."""
+    from pyspark.errors import PySparkException
+
+    spark = project.spark
+    for name in project.views[view].dependencies:
+        delta.read_snapshot(spark, project.relation_uri(name)).createOrReplaceTempView(name)
+    try:
+        spark.sql(project.views[view].text).collect()
+        return None
+    except PySparkException as exc:
+        return exc.getCondition()
+
+
+def _refresh_each(project) -> dict[str, str | None]:
+    """Each view refreshed on its own: None, or the error class its refresh failed with."""
+    outcomes = {}
+    for view in project.order:
+        expected = _sparks_answer(project, view)
+        try:
+            project.refresh([view])
+            outcomes[view] = None
+        except ExpressionError as exc:
+            outcomes[view] = exc.condition
+        assert (outcomes[view] is None) == (expected is None), f"{view}: Spark says {expected}, the refresh {outcomes[view]}"
+        if expected is None:
+            assert_oracle(project, [view], as_written=True)
+    return outcomes
+
+
+def test_every_epoch_gives_sparks_answer(adversarial, engine, ansi):
     project = adversarial.load()
-    project.refresh()
-    assert_oracle(project, as_written=True)
+    failing = _refresh_each(project)
+    if ansi:  # the overflows of the first build raise: those views have no output yet
+        assert {v for v, error in failing.items() if error} >= {"bigints", "huge_sums", "wide_decimals", "totals"}
     for step, changes in enumerate(_epochs(adversarial), 1):
         for change in changes:
             change()
-        results = project.refresh()
-        assert all(r.mode in ("incremental", "unchanged", "full") for r in results)
         try:
-            assert_oracle(project, as_written=True)
+            _refresh_each(project)
         except AssertionError as exc:
-            raise AssertionError(f"after epoch {step}: {exc}; {[r.summary() for r in results]}") from exc
+            raise AssertionError(f"after epoch {step}: {exc}") from exc
 
 
-def test_issue_reproductions(builder, engine):
-    """The four minimal cases of issue 23, with the values Spark gives (ANSI off)."""
+def test_issue_reproductions(builder, engine, ansi_off):
+    """The four minimal cases of issue 23, with the values Spark gives with ANSI off (with it
+    on, the overflowing SUM raises: see test_every_epoch_gives_sparks_answer)."""
     builder.source("nums", pa.table({
         "id": pa.array([1, 2, 3, 4, 5], pa.int64()), "flag": ["a", "a", "a", "b", "b"],
         "d38": pa.array([Decimal("1E-10"), Decimal(0), Decimal(0), None, None], pa.decimal128(38, 10)),
@@ -148,7 +203,7 @@ def test_issue_reproductions(builder, engine):
     assert_oracle(project, as_written=True)
 
 
-def test_explicit_date_pattern_is_kept(builder, engine):
+def test_explicit_date_pattern_is_kept(builder, engine, ansi_off):
     """``to_date(s, 'yyyy-MM-dd')`` parses strictly; the engine regenerated it as ``TO_DATE(s)``,
     which does not (issue 23)."""
     builder.source("events", pa.table({"id": pa.array([1, 2], pa.int64()), "note": [" 2020-02-29", "2020-1-5"]}))
@@ -163,3 +218,48 @@ def test_explicit_date_pattern_is_kept(builder, engine):
         (1, dt.date(2020, 2, 29), None), (2, dt.date(2020, 1, 5), None), (3, dt.date(2021, 3, 4), dt.date(2021, 3, 4)),
     ]
     assert_oracle(project, as_written=True)
+
+
+def test_a_row_spark_cannot_compute_fails_the_refresh_until_it_is_fixed(builder, engine, ansi):
+    """Under ANSI mode a cast of a malformed string raises in Spark: the view's refresh fails
+    with Spark's error class and the expression, its output stays as it was, and once the row
+    is corrected the next refresh rebuilds from the sources (the failed epoch would fail again
+    on its own inputs). Without ANSI the cast gives NULL."""
+    uri = builder.source("events", pa.table({"id": pa.array([1, 2], pa.int64()), "n": ["1", "2"]}))
+    builder.view("v", "SELECT id, CAST(n AS INT) + 1 AS m FROM events")
+    project = builder.load()
+    project.refresh()
+    delta.write(uri, pa.table({"id": pa.array([3], pa.int64()), "n": ["three"]}), mode="append")
+    if not ansi:
+        project.refresh()
+        assert output_rows(project, "v") == [(1, 2), (2, 3), (3, None)]
+        return
+    before = output_rows(project, "v")
+    with pytest.raises(ExpressionError) as info:
+        project.refresh()
+    text = str(info.value)
+    assert "view 'v'" in text and "CAST_INVALID_INPUT" in text and "'three'" in text and "try_cast" in text
+    assert output_rows(project, "v") == before == [(1, 2), (2, 3)]
+    with pytest.raises(ExpressionError):  # the same inputs fail the same way
+        project.refresh()
+    delta.update_rows(uri, set_sql={"n": "'3'"}, predicate="id = 3")
+    (result,) = project.refresh()
+    assert result.mode == "full" and "the last attempt failed on the data (CAST_INVALID_INPUT)" in result.reason
+    assert output_rows(project, "v") == [(1, 2), (2, 3), (3, 4)]
+    assert_oracle(project, as_written=True)
+
+
+def test_a_change_of_ansi_mode_recomputes_the_view(builder, spark):
+    builder.source("t", pa.table({"id": pa.array([1], pa.int64())}))
+    builder.view("v", "SELECT id FROM t")
+    project = builder.load()
+    before = spark.conf.get("spark.sql.ansi.enabled")
+    try:
+        spark.conf.set("spark.sql.ansi.enabled", "true")
+        project.refresh()
+        spark.conf.set("spark.sql.ansi.enabled", "false")
+        (result,) = project.refresh()
+        assert result.mode == "full" and "spark.sql.ansi.enabled: true → false" in result.reason
+        assert project.refresh()[0].mode == "unchanged"
+    finally:
+        spark.conf.set("spark.sql.ansi.enabled", before)

@@ -20,6 +20,7 @@ from sqlglot.optimizer.qualify import qualify
 from ivm_assets.config import ViewSettings
 from ivm_assets.errors import NotIncrementalError, SqlError
 from ivm_assets.operators.base import Operator
+from ivm_assets.spark.session import semantics
 from ivm_assets.sql.constructs import Finding, find_non_incremental, locate
 from ivm_assets.sql.dialect import DIALECT
 from ivm_assets.sql.incrementalize import incrementalize
@@ -61,6 +62,9 @@ class CompiledView:
     root: Operator | None = None
     # The query every refresh computes: the view's text, or its ties ordered (see order_ties).
     sql: str = ""
+    # The Spark settings the view was analyzed under and is computed under (ANSI mode, time
+    # zone: :func:`~ivm_assets.spark.session.semantics`); an epoch records them.
+    semantics: dict[str, str] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -100,7 +104,7 @@ def analyze(spark: SparkSession, view: ViewDefinition, schemas: Mapping[str, T.S
 def compile_view(spark: SparkSession, view: ViewDefinition, schemas: Mapping[str, T.StructType]) -> CompiledView:
     """Analyze ``view`` and build its incremental dataflow (or record why there is none)."""
     schema = analyze(spark, view, schemas)
-    compiled = CompiledView(view, schema, find_non_incremental(view.statement, view.text), sql=view.text)
+    compiled = CompiledView(view, schema, find_non_incremental(view.statement, view.text), sql=view.text, semantics=semantics(spark))
     sg_schema = {n: {f.name: f.dataType.simpleString() for f in schemas[n].fields} for n in view.dependencies}
     if any(isinstance(n, exp.Window) or (isinstance(n, exp.Limit) and n.parent.args.get("order")) for n in view.statement.walk()):
         # Ties ordered as the incremental plan orders them, for the recomputes too.

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -28,12 +28,15 @@ from ivm_assets.engine import changes as cdc
 from ivm_assets.engine import output
 from ivm_assets.engine.compile import CompiledView
 from ivm_assets.engine.cost import estimate
-from ivm_assets.errors import CommitConflictError, InexactAggregate, LostDataFile, RebuildNeeded, RefreshError
+from ivm_assets import decimal_rules
+from ivm_assets.errors import (
+    CommitConflictError, ExpressionError, InexactAggregate, LostDataFile, RebuildNeeded, RefreshError,
+)
 from ivm_assets.local.epoch import LOCAL_CHANGE_ROWS, LocalEpoch, Untranslatable
 from ivm_assets.operators.base import Batch, EpochContext, discard_pending, materialize
 from ivm_assets.spark.arrow import arrow_schema, to_spark
 from ivm_assets.spark.metrics import counting_jobs
-from ivm_assets.spark.session import tuned_for
+from ivm_assets.spark.session import SEMANTIC_SETTINGS, tuned_for
 from ivm_assets.sql.incrementalize import fingerprint, operators
 from ivm_assets.state.arrangement import FORMAT
 from ivm_assets.state.claim import ClaimSettings, hold
@@ -127,10 +130,21 @@ def _refresh(
 
     def begin(state: ProgressState) -> dict:
         """What to record with the claim: nothing for an interrupted epoch (finished exactly
-        as planned), else the next epoch planned from ``state``, if there is one."""
-        if not full and state.started is not None:
+        as planned), else the next epoch planned from ``state``, if there is one. An epoch
+        that failed on the data (:class:`ExpressionError`) would fail again on the same
+        inputs: it is replaced by a full epoch over the sources as they are now."""
+        failed = state.started.payload.get("failed") if state.started is not None else None
+        if not full and state.started is not None and failed is None:
             return {}
-        record = _plan_epoch(view, where, relations, state, full=full, buckets=buckets)
+        if failed and not full and view.definition.settings.refresh == "incremental":
+            raise RefreshError(
+                f"view {view.name!r}: its last epoch failed on the data ({failed}) and would fail again on the same "
+                "changes; with `refresh: incremental` it is not rebuilt on its own. Correct the rows, then run "
+                f"`ivm refresh --full {view.name}`."
+            )
+        why = f"the last attempt failed on the data ({failed}); rebuilt from the sources" if failed and not full else None
+        record = _plan_epoch(view, where, relations, state, full=full or failed is not None, buckets=buckets,
+                             why_full=why or "full refresh requested")
         return {"started": record} if record is not None else {}
 
     with hold(progress, view.name, claim or ClaimSettings(), begin) as held:
@@ -140,6 +154,10 @@ def _refresh(
             return _unchanged(view, state.committed, began)
         try:
             stats, engine = _execute(spark, view, where, relations, record, buckets)
+        except ExpressionError as error:
+            # Recorded, so that the next refresh rebuilds instead of repeating (see begin).
+            held.commit(started=replace(record, payload={**record.payload, "failed": error.condition}))
+            raise
         except RebuildNeeded as needed:
             if record.mode == "full" or view.definition.settings.refresh == "incremental":
                 raise
@@ -197,12 +215,22 @@ def _execute(
         raise
     except Exception as exc:
         needed = _rebuild_needed(exc, view.name, where)
-        if needed is None:
-            raise
-        raise needed from exc
+        if needed is not None:
+            raise needed from exc
+        if _data_error(exc):
+            raise ExpressionError(view.name, str(exc)) from exc
+        raise
     if jobs.value is not None:
         stats["spark_jobs"] = jobs.value
     return stats, notes.get("engine")
+
+
+def _data_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is Spark failing on the data (SQLSTATE class 22: an overflow, an
+    invalid cast, a division by zero under ANSI mode), or a rule's own computation failing
+    the same way (``decimal_rules.OVERFLOW`` raised in a Python worker)."""
+    state = getattr(exc, "getSqlState", lambda: None)()
+    return bool(state and state.startswith("22")) or decimal_rules.OVERFLOW in str(exc)
 
 
 _MISSING_FILE = ("No such file or directory", "Failed to open local file", "FileNotFoundException", "FILE_NOT_EXIST")
@@ -254,12 +282,28 @@ def _identity_change(name: str, recorded: dict, now: dict) -> str | None:
     return None
 
 
+# What epochs recorded before semantics were: the settings every session had then.
+_EARLIER_SEMANTICS = {"ansi": "false", "time_zone": "UTC"}
+
+
+def _semantics_change(last: dict, now: dict[str, str]) -> str | None:
+    """Which Spark setting that changes the view's meaning differs from the last epoch's
+    (ANSI mode, session time zone), in words; None when none does."""
+    recorded = last.get("semantics") or _EARLIER_SEMANTICS
+    for name, value in now.items():
+        if recorded.get(name) != value:
+            return f"Spark SQL semantics changed ({SEMANTIC_SETTINGS[name]}: {recorded.get(name)} → {value}): view recomputed"
+    return None
+
+
 def _up_to_date(
     view: CompiledView, where: ViewLocation, relations: dict[str, str], latest: dict[str, int], last: EpochRecord | None
 ) -> bool:
     """Whether the last committed epoch consumed every source's ``latest`` version, of the
     same tables, with the current SQL, and its output is there."""
     if last is None or last.payload.get("sql_hash") != view.definition.sql_hash or not delta.is_delta_table(where.output):
+        return False
+    if _semantics_change(last.payload, view.semantics):
         return False
     consumed = last.payload["sources"]
     if {name: s["to"] for name, s in consumed.items()} != latest:
@@ -306,6 +350,7 @@ def _plan_epoch(
         "plan_fingerprint": plan,
         "output_version": delta.latest_version(where.output) if delta.is_delta_table(where.output) else None,
         "sql_hash": view.definition.sql_hash,
+        "semantics": view.semantics,
         "cost": {**cost.to_json(), "text": cost.describe()} if cost else None,
     }
     number = state.latest.epoch + 1 if state.latest else 1
@@ -325,6 +370,8 @@ def _full_reason(
         return view.reason()
     if last.get("sql_hash") != view.definition.sql_hash:
         return "view SQL changed"
+    if changed := _semantics_change(last, view.semantics):
+        return changed
     if source_problem:  # before the plan check: a source's own change names the column
         return source_problem
     if plan is not None and last.get("plan_fingerprint") != plan:
@@ -404,7 +451,7 @@ def _run_epoch(
         return {**stats, **_recompute(spark, view, where, frames, epoch, record.payload["output_version"])}
     ctx = EpochContext(
         spark, epoch, record.mode == "full", where.state_root, buckets, frames, record.payload["state_versions"], stats,
-        record.payload.get("state_layouts", {}), change_rows,
+        record.payload.get("state_layouts", {}), change_rows, ansi=view.semantics.get("ansi") == "true",
     )
     if view.root.unchanged(ctx):
         stats["rows_out"] = 0

@@ -219,7 +219,9 @@ class AggregateOp(Operator):
         agg = {"min": F.min(col("v")), "max": F.max(col("v")), "count_distinct": F.count(col("v"))}[func]
         return present.groupBy(*[col(k) for k in self.group_keys]).agg(agg.alias(f"m{i}"))
 
-    def _output(self, groups: DataFrame, values: dict[int, DataFrame | None], arg_types: dict[int, T.DataType]) -> DataFrame:
+    def _output(
+        self, groups: DataFrame, values: dict[int, DataFrame | None], arg_types: dict[int, T.DataType], ansi: bool
+    ) -> DataFrame:
         for i, agg_rows in values.items():
             if agg_rows is None:
                 groups = groups.withColumn(f"m{i}", F.lit(None))
@@ -228,11 +230,11 @@ class AggregateOp(Operator):
             cond = null_safe_match(groups, renamed, [(k, f"v_{k}") for k in self.group_keys])
             groups = groups.join(renamed, cond, "left").drop(*[f"v_{k}" for k in self.group_keys])
         out = [col(k) for k in self.keys]
-        out += [self._final(i, a, arg_types.get(i)).alias(a.name) for i, a in enumerate(self.aggs)]
+        out += [self._final(i, a, arg_types.get(i), ansi).alias(a.name) for i, a in enumerate(self.aggs)]
         return groups.select(*out)
 
     @staticmethod
-    def _final(i: int, agg: AggCall, arg_type: T.DataType | None):
+    def _final(i: int, agg: AggCall, arg_type: T.DataType | None, ansi: bool):
         """The aggregate's value from the group's state columns."""
         if agg.func == "count_star":
             return col(_COUNT)
@@ -241,7 +243,7 @@ class AggregateOp(Operator):
         if agg.func == "sum":
             return F.when(col(f"n{i}") > 0, col(f"s{i}"))
         if agg.func == "avg":
-            return F.when(col(f"n{i}") > 0, _average(col(f"s{i}"), col(f"n{i}"), arg_type))
+            return F.when(col(f"n{i}") > 0, _average(col(f"s{i}"), col(f"n{i}"), arg_type, ansi))
         if agg.func == "count_distinct":
             return F.coalesce(col(f"m{i}"), F.lit(0)).cast("bigint")
         return col(f"m{i}")  # min, max
@@ -267,7 +269,7 @@ class AggregateOp(Operator):
             delta = touched.df.drop(BUCKET)
         arg_types = {i: delta.schema[a.arg].dataType for i, a in enumerate(self.aggs) if a.arg}
         if touched is not None and touched.rows == 0 and not (ctx.full and not self.keys):
-            return self._output(self._partials(delta), {i: None for i in self.values}, arg_types).withColumn(
+            return self._output(self._partials(delta), {i: None for i in self.values}, arg_types, ctx.ansi).withColumn(
                 WEIGHT, F.lit(0).cast("bigint")
             ).limit(0)
         change = self._partials(delta)
@@ -305,9 +307,9 @@ class AggregateOp(Operator):
         parts = []
         if old is not None:
             alive = old if not self.keys else old.filter(col(_COUNT) > 0)
-            parts.append(self._output(alive, old_values, arg_types).withColumn(WEIGHT, F.lit(-1).cast("bigint")))
+            parts.append(self._output(alive, old_values, arg_types, ctx.ansi).withColumn(WEIGHT, F.lit(-1).cast("bigint")))
         alive_new = new_groups if not self.keys else new_groups.filter(col(_COUNT) > 0)
-        parts.append(self._output(alive_new, new_values, arg_types).withColumn(WEIGHT, F.lit(1).cast("bigint")))
+        parts.append(self._output(alive_new, new_values, arg_types, ctx.ansi).withColumn(WEIGHT, F.lit(1).cast("bigint")))
         result = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
         out = consolidate(result, self.columns)  # lazy: its consumer materializes it once
         self.groups.write(ctx, new, types)
@@ -337,23 +339,29 @@ def _once(rows: DataFrame, read: StateRead, ctx: EpochContext) -> DataFrame:
     return rows if read.local else materialize(rows, small=not ctx.full).df
 
 
-def _average(s: Column, n: Column, arg_type: T.DataType) -> Column:
+def _average(s: Column, n: Column, arg_type: T.DataType, ansi: bool) -> Column:
     """AVG from the sum and count: over DECIMAL the exact quotient rounded once into AVG's
     type, as Spark's AVG does (:mod:`ivm_assets.decimal_rules`; SQL's ``/`` would round
     twice); otherwise in double precision."""
     if isinstance(arg_type, T.DecimalType):
-        return _decimal_average(*decimal_rules.average_type(arg_type.precision, arg_type.scale))(s, n)
+        return _decimal_average(*decimal_rules.average_type(arg_type.precision, arg_type.scale), ansi)(s, n)
     return s.cast("double") / n.cast("double")
 
 
 @lru_cache(maxsize=64)
-def _decimal_average(precision: int, scale: int):
+def _decimal_average(precision: int, scale: int, ansi: bool):
     """A Spark function computing ``s / n`` into DECIMAL(precision, scale) by
     :func:`ivm_assets.decimal_rules.divide` (no SQL expression divides a DECIMAL without
     first rounding to a scale of its own choosing). Evaluated in Python workers, once per
-    output row of a group."""
+    output row of a group. A quotient too wide for the type is NULL, or under ANSI mode an
+    error named as Spark names its own."""
 
     def average(s: Decimal | None, n: int | None) -> Decimal | None:
-        return None if s is None or not n else decimal_rules.divide(s, Decimal(n), precision, scale)
+        if s is None or not n:
+            return None
+        quotient = decimal_rules.divide(s, Decimal(n), precision, scale)
+        if quotient is None and ansi:
+            raise ArithmeticError(f"[{decimal_rules.OVERFLOW}] the average {s} / {n} cannot be represented as Decimal({precision}, {scale})")
+        return quotient
 
     return F.udf(average, T.DecimalType(precision, scale), useArrow=True)

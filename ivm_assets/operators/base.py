@@ -247,6 +247,9 @@ class EpochContext:
     # computes its rows, and by then every pending change set, the output's too, can be
     # computed in one Spark job.
     writes: list[Callable[[], None]] = field(default_factory=list)
+    # Spark's ANSI mode for the session the view is computed in: what an overflow gives
+    # (an error, or NULL) where a rule computes a value outside Spark's own SQL.
+    ansi: bool = False
 
 
 class Operator(ABC):

@@ -45,7 +45,6 @@ DEFAULT_CONF: dict[str, str] = {
     # receives task results died of it, and a refresh hung). Exiting makes the refresh fail
     # loudly instead; its claim expires and the next refresh finishes or redoes the epoch.
     "spark.driver.extraJavaOptions": "-XX:+ExitOnOutOfMemoryError",
-    "spark.sql.ansi.enabled": "false",
     "spark.sql.autoBroadcastJoinThreshold": "10485760",
     "spark.sql.codegen.wholeStage": "true",
     "spark.sql.codegen.factoryMode": "FALLBACK",
@@ -159,6 +158,21 @@ def tuned_for(spark: SparkSession, *, small: bool) -> Iterator[None]:
         for key, value in previous.items():
             if value is not None:
                 spark.conf.set(key, value)
+
+
+# The session settings that change what a view's SQL means: its types (ANSI's stricter casts
+# and type coercion), its values (overflow, invalid casts and division by zero raise under
+# ANSI, give NULL or wrap without) and how timestamps read. Both engines follow the
+# session's: Spark by running in it, DuckDB by its time zone and by leaving every error to
+# Spark (an epoch DuckDB cannot finish runs in Spark, which raises or not as ANSI says).
+SEMANTIC_SETTINGS = {"ansi": "spark.sql.ansi.enabled", "time_zone": "spark.sql.session.timeZone"}
+
+
+def semantics(spark: SparkSession) -> dict[str, str]:
+    """The session's :data:`SEMANTIC_SETTINGS` (ANSI: Spark 4's default is on)."""
+    found = {name: str(spark.conf.get(key)) for name, key in SEMANTIC_SETTINGS.items()}  # unset: Spark's default
+    found["ansi"] = found["ansi"].lower()
+    return found
 
 
 def describe(spark: SparkSession) -> str:
