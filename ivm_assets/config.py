@@ -4,22 +4,31 @@
 warehouse: warehouse            # folder (relative to this file) or URI for outputs and state
 sources:                        # table name -> Delta table path (relative) or URI
   orders: data/orders
+  events:                       # or with storage settings of its own
+    path: s3://other-bucket/events
+    storage_options: {AWS_REGION: eu-west-1}
+storage_options:                # handed to delta-rs for every table (keys as delta-rs documents them)
+  AWS_ENDPOINT_URL: https://s3.example.com
+  AWS_SECRET_ACCESS_KEY: ${S3_SECRET}   # resolved from the environment at load time
 views:                          # optional settings per view (views/<name>.sql)
   revenue:
     refresh: auto               # auto | incremental | full
 lease_seconds: 60               # a refresh's claim on a view lapses this long after its holder stops renewing it
 ```
-Unknown keys and wrong types are errors that name the file, the line and the key.
+Unknown keys and wrong types are errors that name the file, the line and the key, and so is
+a ``${NAME}`` reference to an environment variable that is not set (never its value).
 """
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ivm_assets.errors import ConfigError
 
@@ -69,18 +78,76 @@ class ViewSettings(BaseModel):
     freshness: Freshness | None = None
 
 
+# Storage option values as written: YAML reads `AWS_ALLOW_HTTP: true` as a boolean, and
+# delta-rs takes text.
+OptionValue = str | bool | int | float
+
+
+def _as_text(options: Mapping[str, OptionValue]) -> dict[str, str]:
+    return {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in options.items()}
+
+
+class SourceSettings(BaseModel):
+    """A source given as a mapping: its location and storage settings of its own."""
+
+    model_config = ConfigDict(extra="forbid")
+    path: str
+    storage_options: dict[str, str] = Field(default_factory=dict)
+
+    _text = field_validator("storage_options", mode="before")(lambda v: _as_text(v) if isinstance(v, Mapping) else v)
+
+
 class ProjectConfig(BaseModel):
-    """The whole `ivm.yaml`."""
+    """The whole `ivm.yaml`. Storage option values are kept as written (``${NAME}``
+    references unresolved): resolved ones live only where they are used
+    (:func:`resolve_options`), so no dump of the config shows a secret."""
 
     model_config = ConfigDict(extra="forbid")
     warehouse: str = "warehouse"
-    sources: dict[str, str] = Field(default_factory=dict)
+    sources: dict[str, str | SourceSettings] = Field(default_factory=dict)
     views: dict[str, ViewSettings] = Field(default_factory=dict)
     state_buckets: int = Field(default=16, ge=1, le=4096)
     # How long a refresh's claim on a view holds without renewal (the holder renews it every
     # third of this): how soon a refresh can take over from one that was killed.
     lease_seconds: float = Field(default=60.0, gt=0, le=86400)
+    # Handed to delta-rs (and pyarrow's file systems) for the warehouse and the sources.
+    storage_options: dict[str, str] = Field(default_factory=dict)
 
+    _text = field_validator("storage_options", mode="before")(lambda v: _as_text(v) if isinstance(v, Mapping) else v)
+
+    def source_path(self, name: str) -> str:
+        source = self.sources[name]
+        return source if isinstance(source, str) else source.path
+
+
+
+_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def resolve_options(options: Mapping[str, str], *, where: str, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``options`` with each ``${NAME}`` replaced by environment variable NAME's value.
+
+    ``where`` names the setting in errors (``/p/ivm.yaml:7: `storage_options.KEY```): an
+    unset variable is a ConfigError naming the key and the variable, never a value.
+
+    >>> resolve_options({"AWS_REGION": "${REGION}", "AWS_ALLOW_HTTP": "true"}, where="ivm.yaml", environ={"REGION": "eu-west-1"})
+    {'AWS_REGION': 'eu-west-1', 'AWS_ALLOW_HTTP': 'true'}
+    """
+    environ = os.environ if environ is None else environ
+    resolved = {}
+    for key, value in options.items():
+        def lookup(match: re.Match) -> str:
+            name = match.group(1)
+            if name not in environ:
+                raise ConfigError(
+                    f"{where.format(key=key)}: refers to environment variable ${{{name}}}, which is not set in this process. "
+                    "Set it in every process that refreshes (the CLI's shell, the Dagster code server and run workers), "
+                    "or write the value in place of the reference."
+                )
+            return environ[name]
+
+        resolved[key] = _REFERENCE.sub(lookup, value)
+    return resolved
 
 
 def _key_lines(node: yaml.Node, path: tuple = ()) -> dict[tuple, int]:
@@ -120,6 +187,11 @@ def load_config(path: Path) -> ProjectConfig:
         problems = []
         for err in exc.errors():
             loc = tuple(err["loc"])
+            if loc[:1] == ("sources",) and len(loc) >= 3 and loc[2] in ("str", "SourceSettings"):
+                # A source is a path or a mapping: report against the form that was written.
+                if (loc[2] == "str") == isinstance(err.get("input"), dict) and len(loc) == 3:
+                    continue
+                loc = loc[:2] + loc[3:]
             line = next((lines[loc[:n]] for n in range(len(loc), 0, -1) if loc[:n] in lines), None)
             where = f"{path}:{line}" if line else str(path)
             key = ".".join(str(p) for p in loc) or "(top level)"
@@ -129,8 +201,23 @@ def load_config(path: Path) -> ProjectConfig:
             else:
                 problems.append(f"{where}: `{key}`: {err['msg']} (found {err.get('input')!r})")
         raise ConfigError("invalid ivm.yaml:\n  " + "\n  ".join(problems)) from exc
-    _check_source_names(config, path, _key_lines(node) if node is not None else {})
+    lines = _key_lines(node) if node is not None else {}
+    _check_source_names(config, path, lines)
+    for key_path, options in _option_sets(config):
+        for key in options:
+            line = lines.get((*key_path, key)) or lines.get(key_path)
+            where = f"{path}:{line}" if line else str(path)
+            resolve_options({key: options[key]}, where=f"{where}: `{'.'.join(key_path)}.{{key}}`")
     return config
+
+
+def _option_sets(config: ProjectConfig) -> list[tuple[tuple[str, ...], dict[str, str]]]:
+    """Each ``storage_options`` mapping of the config with its key path."""
+    found = [(("storage_options",), config.storage_options)]
+    for name, source in config.sources.items():
+        if isinstance(source, SourceSettings):
+            found.append((("sources", name, "storage_options"), source.storage_options))
+    return found
 
 
 def _check_source_names(config: ProjectConfig, path: Path, lines: dict[tuple, int]) -> None:
@@ -152,4 +239,6 @@ def _allowed_keys(parent: tuple) -> list[str]:
     model: type[BaseModel] = ProjectConfig
     if len(parent) >= 2 and parent[0] == "views":
         model = ViewSettings if len(parent) == 2 else Freshness
+    elif len(parent) >= 2 and parent[0] == "sources":
+        model = SourceSettings
     return list(model.model_fields)

@@ -37,6 +37,14 @@ class IvmResource(dg.ConfigurableResource):
     warehouse: str | None = Field(
         default=None, description="Replaces the project's `warehouse:` (outputs and state), e.g. per deployment."
     )
+    storage_options: dict[str, str] = Field(
+        default_factory=dict,
+        description="delta-rs storage options for the runs' tables, over ivm.yaml's `storage_options` key by key "
+        "(AWS_ENDPOINT_URL, AWS_REGION, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AZURE_STORAGE_…, GOOGLE_…). Write secrets "
+        "as `${ENV_NAME}` references: they are resolved in the run's process, and the UI shows the reference, not the "
+        "value. Sensors and source observations run without the resource: give them the options in ivm.yaml or the "
+        "component.",
+    )
     wait_seconds: float = Field(
         default=DEFAULT_WAIT_SECONDS,
         ge=0,
@@ -53,14 +61,15 @@ class IvmResource(dg.ConfigurableResource):
         return get_spark(master=self.master, remote=self.remote, conf=self.spark_conf)
 
     def bind(self, project: IvmProject) -> IvmProject:
-        """``project`` with this resource's session and warehouse."""
-        return bind_project(project, spark=self.spark_session(), warehouse=self.warehouse)
+        """``project`` with this resource's session, warehouse and storage options."""
+        bound = bind_project(project, spark=self.spark_session(), warehouse=self.warehouse)
+        return bound.with_storage_options(self.storage_options, origin="IvmResource.storage_options")
 
 
 def bind_project(project: IvmProject, *, spark: SparkSession, warehouse: str | None = None) -> IvmProject:
     if warehouse is not None:
         config = project.config.model_copy(update={"warehouse": warehouse})
-        return IvmProject(root=project.root, config=config, views=project.views, spark=spark)
+        return project.with_spark(spark).copy_with(config=config)
     return project.with_spark(spark)
 
 

@@ -1,4 +1,4 @@
-"""Parquet footers and decoded row groups of local table files, kept in process between refreshes.
+"""Parquet footers and decoded row groups of table files, kept in process between refreshes.
 
 A small epoch looks up the state rows of its touched keys on the driver. With scattered keys
 (random orders deleted, random customers updated) nearly every row group of a large state
@@ -6,10 +6,12 @@ table holds one of them, so each refresh decoded the same row groups again: at S
 view's refresh spent more time decoding state (1.2 M rows, 0.2 s) than on anything else.
 
 Delta never rewrites a data file: a new version adds files under new names. So a file's
-path, size and modification time name the same bytes for as long as the file exists, and
-what was decoded from it once is still right later (compaction and overwrites write new
-files; their old files are simply no longer asked for, and age out). Two caches, both by
-that name:
+location and its size as the Delta log records it name the same bytes for as long as the
+file exists, and what was decoded from it once is still right later (compaction and
+overwrites write new files; their old files are simply no longer asked for, and age out).
+The name costs no request: no ``stat``, no HEAD. A file deleted behind Delta's back after it
+was cached is noticed when it is next read from storage (the rows served meanwhile are the
+ones the log names). Two caches, both by that name:
 
 - footers (row counts, compressed sizes and key statistics of each row group), so choosing
   the row groups of a lookup reads no file;
@@ -31,26 +33,31 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
+from ivm_assets.delta import storage
 from ivm_assets.spark.arrow import normalize_table
 
 BUDGET_ENV = "IVM_STATE_CACHE_MB"
 DEFAULT_BUDGET_MB = 1024
 _FOOTERS_KEPT = 4096
 
-Stamp = tuple[str, int, int]  # path, size, modification time (ns)
+Stamp = tuple[str, int]  # the file's location (a local path or a URI), its size in the Delta log
+_FORMAT = ds.ParquetFileFormat()
 
 
 @dataclass
 class Footer:
     """One file's footer, read once: per row group its rows and compressed bytes, and the
-    min/max/null statistics of the columns lookups have asked for."""
+    min/max/null statistics of the columns lookups have asked for. ``fragment`` reads its
+    row groups without reading the footer again (on an object store: one GET a read)."""
 
     stamp: Stamp
     metadata: pq.FileMetaData
     rows: list[int]
     bytes: list[int]
+    fragment: ds.ParquetFileFragment
     _stats: dict[str, list[tuple[object, object, int | None] | None]] = field(default_factory=dict)
 
     @property
@@ -90,20 +97,23 @@ def budget_bytes() -> int:
     return int(float(os.environ.get(BUDGET_ENV, DEFAULT_BUDGET_MB)) * (1 << 20))
 
 
-def footer(path: str) -> Footer:
-    """The footer of the local parquet file at ``path`` (read from the file at most once)."""
-    info = os.stat(path)
-    stamp = (path, info.st_size, info.st_mtime_ns)
+def footer(uri: str, size: int) -> Footer:
+    """The footer of the parquet file at ``uri`` (a local path or an object store URI) of
+    ``size`` bytes, as the Delta log says (read from the file at most once: with the size
+    known, one ranged GET on an object store)."""
+    stamp = (uri, size)
     with _lock:
         found = _footers.get(stamp)
         if found is not None:
             _footers.move_to_end(stamp)
             return found
-    metadata = pq.read_metadata(path)
+    fs, path = storage.filesystem(uri)
+    fragment = _FORMAT.make_fragment(path, filesystem=fs, file_size=size)
+    metadata = _reading(uri, lambda: fragment.metadata)
     groups = [metadata.row_group(g) for g in range(metadata.num_row_groups)]
     made = Footer(
         stamp, metadata, [g.num_rows for g in groups],
-        [sum(g.column(i).total_compressed_size for i in range(g.num_columns)) for g in groups],
+        [sum(g.column(i).total_compressed_size for i in range(g.num_columns)) for g in groups], fragment,
     )
     with _lock:
         _footers[stamp] = made
@@ -124,18 +134,31 @@ def row_groups(file: Footer, groups: list[int], *, keep: bool = True) -> tuple[l
             if table is not None:
                 _groups.move_to_end((file.stamp, group))
                 found[group] = table
-    missing = [g for g in groups if g not in found]
+    missing = sorted({g for g in groups if g not in found})
     if missing:
         budget = budget_bytes() if keep else 0
-        parquet = pq.ParquetFile(file.path, metadata=file.metadata)
-        try:
-            for group in missing:
-                found[group] = table = normalize_table(parquet.read_row_group(group))
-                if budget > 0:
-                    _keep((file.stamp, group), table, budget)
-        finally:
-            parquet.close()
+        # One read of every missing group (on an object store, one request for the lot).
+        rows = _reading(file.path, lambda: file.fragment.subset(row_group_ids=missing).to_table())
+        start = 0
+        for group in missing:
+            found[group] = table = normalize_table(rows.slice(start, file.rows[group]))
+            start += file.rows[group]
+            if budget > 0:
+                _keep((file.stamp, group), table, budget)
     return [found[g] for g in groups], len(missing)
+
+
+def _reading(uri: str, read):
+    """``read()``, with a file the store no longer has reported as a FileNotFoundError
+    naming ``uri``: pyarrow's S3 client, given the size, reports a missing object as an
+    INTERNAL_FAILURE of its GET, which says nothing of what is wrong."""
+    try:
+        with storage.failures(uri):
+            return read()
+    except OSError as exc:
+        if isinstance(exc, FileNotFoundError) or storage.is_local(uri) or storage.identity(uri) is not None:
+            raise
+        raise storage.missing_file(uri) from None
 
 
 def remember(file: Footer, rows: pa.Table, key: str) -> bool:

@@ -28,12 +28,13 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, Transaction, WriterProperties, write_deltalake
 from deltalake import Schema as DeltaSchema
@@ -42,7 +43,7 @@ from deltalake.transaction import AddAction, create_table_with_add_actions
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ivm_assets.delta import parquet_cache
+from ivm_assets.delta import parquet_cache, storage
 from ivm_assets.errors import CommitConflictError, SourceError
 from ivm_assets.spark.arrow import arrow_schema as spark_to_arrow_schema, normalize_table, spark_schema, to_arrow, to_spark
 
@@ -124,12 +125,20 @@ def is_delta_table(uri: str) -> bool:
     """Whether ``uri`` holds a Delta table. A local one is recognized by its log folder
     holding a commit file: delta-rs' own check lists the whole log and finds its latest
     version, which grows with the log (2.9 ms after 600 commits against 0.3 ms new, and a
-    refresh asks ~13 times: the soak's epoch 300 paid 35 ms a refresh for it)."""
+    refresh asks ~13 times: the soak's epoch 300 paid 35 ms a refresh for it). A remote one
+    is known to be one when this refresh holds a handle of it or its latest version is
+    known (:func:`_known_latest`); otherwise delta-rs asks the store (a listing)."""
     local = _local_path(uri)
     if local is None:
-        return DeltaTable.is_deltatable(uri)
+        block = _handles.get()
+        if block is not None and any(u == uri for u, _ in block.handles):
+            return True  # a table this refresh has read is there for the rest of it
+        if _known_latest(uri) is not None:
+            return True
+        with storage.failures(uri):
+            return DeltaTable.is_deltatable(uri, storage_options=storage.options_for(uri))
     log = os.path.join(local, "_delta_log")
-    if os.path.isfile(os.path.join(log, "_last_checkpoint")) or os.path.isfile(_commit_file(local, 0)):
+    if os.path.isfile(os.path.join(log, "_last_checkpoint")) or os.path.isfile(_commit_file(uri, 0)):
         return True
     return _listed_latest(uri) is not None  # log files before a checkpoint were cleaned up
 
@@ -138,45 +147,82 @@ def is_delta_table(uri: str) -> bool:
 # refresh statistics report how many one refresh made.
 log_reads = 0
 
-# Handles by (uri, version) while :func:`reusing_handles` is active; None outside it.
-_handles: ContextVar[dict[tuple[str, int], DeltaTable] | None] = ContextVar("ivm_delta_handles", default=None)
 
-# Between refreshes, the newest handle this process holds of each local table (least
-# recently used first). Opening a table costs ~1.5 ms plus ~0.2 ms per commit since its
-# checkpoint, and delta-rs' incremental update costs as much as an open; but a table this
-# process committed to last is, at the next refresh, still at the version its own commit
-# moved the handle to, which is the version that refresh reads or fences its commit to. A
-# handle is taken out while one refresh uses it, so no two threads share one. Each is kept
-# with the identity of its version's commit file: a table deleted and created again under
-# the same path has other commit files, and its handle is not reused.
-_kept: OrderedDict[str, tuple[DeltaTable, tuple[int, int, int]]] = OrderedDict()
+@dataclass
+class HandleBlock:
+    """What a :func:`reusing_handles` block has learnt: a handle per (uri, version), and
+    the identity of commit files it checked (see :func:`_commit_file_identity`). A caller
+    that runs several blocks as one (a refresh of several views, yielding between them)
+    passes the same one to each and calls :meth:`keep` at the end."""
+
+    handles: dict[tuple[str, int], DeltaTable] = field(default_factory=dict)
+    identities: dict[tuple[str, int], tuple] = field(default_factory=dict)
+
+    def keep(self) -> None:
+        """Keep this block's handles for later refreshes (see ``_kept``)."""
+        for (uri, version), dt in list(self.handles.items()):
+            if dt.version() == version:
+                _keep(uri, dt, self.identities.get((uri, version)))
+
+
+_handles: ContextVar[HandleBlock | None] = ContextVar("ivm_delta_handles", default=None)
+
+# Between refreshes, the newest handle this process holds of each table (least recently
+# used first). Opening a table costs ~1.5 ms plus ~0.2 ms per commit since its checkpoint
+# locally, and on an object store a listing plus two reads of each such commit file (~26
+# requests for a 46-version log); delta-rs' incremental update costs as much as an open
+# locally. But a table this process committed to last is, at the next refresh, still at
+# the version its own commit moved the handle to, which is the version that refresh reads
+# or fences its commit to. A handle is taken out while one refresh uses it, so no two
+# threads share one. Each is kept with the identity of its version's commit file: a table
+# deleted and created again under the same path has other commit files, and its handle is
+# not reused.
+_kept: OrderedDict[str, tuple[DeltaTable, tuple]] = OrderedDict()
 _kept_lock = threading.Lock()
 _KEPT_TABLES = 256
 
 
-def _commit_file_identity(uri: str, version: int) -> tuple[int, int, int] | None:
-    local = _local_path(uri)
-    if local is None:
-        return None
-    try:
-        info = os.stat(_commit_file(local, version))
-    except OSError:
-        return None
-    return info.st_ino, info.st_size, info.st_mtime_ns
+def _forget_under(prefix: str) -> None:
+    """Drop the kept handles of tables under ``prefix`` (their storage options changed)."""
+    with _kept_lock:
+        for uri in [u for u in _kept if u == prefix or u.startswith(prefix + "/")]:
+            del _kept[uri]
 
 
-def _take_kept(uri: str, version: int) -> DeltaTable | None:
+storage._on_change.append(_forget_under)
+
+
+def _commit_file_identity(uri: str, version: int) -> tuple | None:
+    """The identity of commit ``version``'s file (local: inode, size, mtime in ns; object
+    store: size and modification time, one HEAD request, remembered for the block). On an
+    object store the modification time has whole seconds: a table deleted and created again
+    at the same path, reaching the same version within the same second with a commit file of
+    the same size, would pass for the old one."""
+    block = _handles.get()
+    if block is not None and (uri, version) in block.identities:
+        return block.identities[(uri, version)]
+    found = storage.identity(_commit_file(uri, version))
+    if block is not None and found is not None and not is_local(uri):
+        block.identities[(uri, version)] = found
+    return found
+
+
+def _take_kept(uri: str, version: int | None) -> DeltaTable | None:
+    """The kept handle of ``uri`` if it is at ``version`` (any version when None) and its
+    commit file is still the one it read."""
     with _kept_lock:
         found = _kept.get(uri)
-        if found is None or found[0].version() != version:
+        if found is None or (version is not None and found[0].version() != version):
             return None
         del _kept[uri]
     dt, identity = found
-    return dt if _commit_file_identity(uri, version) == identity else None
+    return dt if _commit_file_identity(uri, dt.version()) == identity else None
 
 
-def _keep(uri: str, dt: DeltaTable) -> None:
-    identity = _commit_file_identity(uri, dt.version())
+def _keep(uri: str, dt: DeltaTable, identity: tuple | None = None) -> None:
+    """Keep ``dt`` for later refreshes, with its commit file's ``identity`` (looked up when
+    not known)."""
+    identity = identity or _commit_file_identity(uri, dt.version())
     if identity is None:
         return
     with _kept_lock:
@@ -190,52 +236,56 @@ def _keep(uri: str, dt: DeltaTable) -> None:
 
 
 @contextmanager
-def reusing_handles() -> Iterator[None]:
+def reusing_handles(block: HandleBlock | None = None) -> Iterator[None]:
     """Within the block, each version of a table has its log read once.
 
     A version of a Delta table never changes, so its handle is kept and handed to every
     reader of that version (the latest version of a local table is found by listing its log
-    folder, so a reader of the latest shares it too). A writer takes the handle out: its
-    commit moves the handle to the new version (delta-rs updates it in place). One refresh
-    holds the block, so a table re-created under the same path within it is a race the
-    fenced commits report, not a stale read that lasts. Nested blocks share the outer cache.
-    When the block ends, its handles are kept for the next refresh (see ``_kept``), which
-    uses one only if it asks for exactly that version.
+    folder, of a remote one by asking whether the commit after the newest handle's exists,
+    so a reader of the latest shares it too). A writer takes the handle out: its commit
+    moves the handle to the new version (delta-rs updates it in place). One refresh holds
+    the block, so a table re-created under the same path within it is a race the fenced
+    commits report, not a stale read that lasts. Nested blocks share the outer cache. When
+    the block ends, its handles are kept for the next refresh (see ``_kept``), which uses
+    one only if it asks for exactly that version; with ``block`` given, they stay in it
+    until its owner calls :meth:`HandleBlock.keep`.
     """
     if _handles.get() is not None:
         yield
         return
-    cache: dict[tuple[str, int], DeltaTable] = {}
-    token = _handles.set(cache)
+    own = block is None
+    block = HandleBlock() if block is None else block
+    token = _handles.set(block)
     try:
         yield
     finally:
-        _handles.reset(token)
-        for (uri, version), dt in cache.items():
-            if dt.version() == version:
-                _keep(uri, dt)
+        try:
+            if own:
+                block.keep()
+        finally:
+            _handles.reset(token)
 
 
 def open_table(uri: str, version: int | None = None) -> DeltaTable:
     """The table at ``uri`` (at ``version``; the latest when None), for reading: a kept handle
     when :func:`reusing_handles` is active, or a SourceError saying what is there instead."""
-    cache = _handles.get()
-    if cache is None:
+    block = _handles.get()
+    if block is None:
         return _open(uri, version)
     if version is None:
-        version = _listed_latest(uri)  # so the latest is a kept handle too when it is one
-    if version is not None and (uri, version) in cache:
-        return cache[(uri, version)]
+        version = _known_latest(uri)  # so the latest is a kept handle too when it is one
+    if version is not None and (uri, version) in block.handles:
+        return block.handles[(uri, version)]
     dt = (_take_kept(uri, version) if version is not None else None) or _open(uri, version)
-    cache.setdefault((uri, dt.version()), dt)
+    block.handles.setdefault((uri, dt.version()), dt)
     return dt
 
 
 def _writable(uri: str, version: int | None = None) -> DeltaTable:
     """A handle to commit through: taken out of the cache, as the commit moves it on."""
-    cache = _handles.get()
-    if cache is not None and version is not None and (uri, version) in cache:
-        return cache.pop((uri, version))
+    block = _handles.get()
+    if block is not None and version is not None and (uri, version) in block.handles:
+        return block.handles.pop((uri, version))
     if version is not None:
         kept = _take_kept(uri, version)
         if kept is not None:
@@ -247,19 +297,47 @@ def _open(uri: str, version: int | None) -> DeltaTable:
     global log_reads
     log_reads += 1
     try:
-        return DeltaTable(uri, version=version)
+        with storage.failures(uri):
+            return DeltaTable(uri, version=version, storage_options=storage.options_for(uri))
     except TableNotFoundError as exc:
-        raise SourceError(
-            f"expected a Delta table at {uri!r} but found none ({exc}). "
+        message = (
+            f"expected a Delta table at {uri!r} but found none ({storage.redact(str(exc))}). "
             "Check the path in ivm.yaml, or create the table with deltalake/Spark first."
-        ) from exc
+        )
     except DeltaError as exc:
-        raise SourceError(f"could not open Delta table {uri!r} at version {version}: {exc}") from exc
+        message = f"could not open Delta table {uri!r} at version {version}: {storage.redact(str(exc))}"
+    raise SourceError(message)
 
 
 def latest_version(uri: str) -> int:
-    listed = _listed_latest(uri)
-    return listed if listed is not None else open_table(uri).version()
+    known = _known_latest(uri)
+    return known if known is not None else open_table(uri).version()
+
+
+def _known_latest(uri: str) -> int | None:
+    """The table's latest version when known without replaying its log; None otherwise.
+
+    Local: from a listing of its log folder. Remote, within :func:`reusing_handles`: the
+    newest handle this refresh holds (or the kept one, its commit file checked) is the
+    latest when the commit after it does not exist: one HEAD request, where reopening the
+    table lists its log and reads every commit since the checkpoint. Commits are created
+    whole with put-if-absent, one version after the other, so no later one can exist
+    without that one.
+    """
+    if is_local(uri):
+        return _listed_latest(uri)
+    block = _handles.get()
+    if block is None:
+        return None
+    held = [v for u, v in block.handles if u == uri]
+    if not held:
+        kept = _take_kept(uri, None)
+        if kept is None:
+            return None
+        block.handles.setdefault((uri, kept.version()), kept)
+        held = [kept.version()]
+    newest = max(held)
+    return None if storage.exists(_commit_file(uri, newest + 1)) else newest
 
 
 def _listed_latest(uri: str) -> int | None:
@@ -319,55 +397,83 @@ def holds_epoch(uri: str, epoch: Epoch) -> bool:
 def _history_between(uri: str, after: int, upto: int) -> list[dict]:
     """Commit infos (with their ``version``) of the versions in (after, upto].
 
-    Read from the commit files themselves when the table is local (no log replay). delta-rs'
-    ``history()`` reads the newest commits in storage whatever version the handle holds, and
-    numbers them down from the handle's version (delta-rs 1.6): only a fresh handle of the
-    latest version numbers them right, so that is the fallback.
+    Read from the commit files themselves (no log replay; on an object store one HEAD and
+    one GET each, read once per process). delta-rs' ``history()`` reads the newest commits
+    in storage whatever version the handle holds, and numbers them down from the handle's
+    version (delta-rs 1.6): only a fresh handle of the latest version numbers them right,
+    so that is the fallback, for commit files that log cleanup removed.
     """
-    local = _local_path(uri)
-    if local is not None:
-        infos = [_commit_info(local, v) for v in range(after + 1, upto + 1)]
-        if all(i is not None for i in infos):
-            return infos  # type: ignore[return-value]
+    infos = [_commit_info(uri, v) for v in range(after + 1, upto + 1)]
+    if all(i is not None for i in infos):
+        return infos  # type: ignore[return-value]
     dt = _open(uri, None)
     return [e for e in dt.history(max(dt.version() - after, 1)) if after < e.get("version", -1) <= upto]
 
 
 def is_local(uri: str) -> bool:
     """Whether ``uri`` is a table on the local file system (a path or ``file://``)."""
-    return _local_path(uri) is not None
+    return storage.is_local(uri)
 
 
 def _local_path(uri: str) -> str | None:
-    path = uri.removeprefix("file://")
-    return None if "://" in path else path
+    return storage.local_path(uri)
 
 
-def _commit_file(path: str, version: int) -> str:
-    """Where commit ``version`` of the local table at ``path`` is."""
-    return os.path.join(path, "_delta_log", f"{version:020d}.json")
+def _commit_file(uri: str, version: int) -> str:
+    """Where commit ``version`` of the table at ``uri`` is (a local path or a URI)."""
+    return f"{storage.normalize(uri.removeprefix('file://'))}/_delta_log/{version:020d}.json"
 
 
-def _commit_actions(path: str, version: int, kind: str) -> list[dict] | None:
-    """The ``kind`` actions (``commitInfo``, ``add``, …) of one local commit file, in order;
-    None when the file is gone (log cleanup)."""
-    found = []
-    try:
-        with open(_commit_file(path, version), encoding="utf-8") as f:
-            for line in f:
-                if f'"{kind}"' in line:
-                    action = json.loads(line).get(kind)
-                    if isinstance(action, dict):
-                        found.append(action)
-    except FileNotFoundError:
+# Parsed commit files of object stores by (uri, version, identity of the file): a commit
+# file never changes, and reading one costs two requests (HEAD, GET).
+_commits: OrderedDict[tuple[str, int, tuple], list[str]] = OrderedDict()
+_COMMITS_KEPT = 1024
+
+
+def _commit_actions(uri: str, version: int, kind: str) -> list[dict] | None:
+    """The ``kind`` actions (``commitInfo``, ``add``, …) of one commit file, in order; None
+    when the file is gone (log cleanup)."""
+    if is_local(uri):
+        try:
+            with open(_commit_file(uri, version), encoding="utf-8") as f:
+                lines = [line for line in f if f'"{kind}"' in line]
+        except FileNotFoundError:
+            return None
+        return _actions_of(lines, kind)
+    identity = _commit_file_identity(uri, version)
+    if identity is None:
         return None
+    key = (uri, version, identity)
+    with _kept_lock:
+        lines = _commits.get(key)
+        if lines is not None:
+            _commits.move_to_end(key)
+    if lines is None:
+        data = storage.read_bytes(_commit_file(uri, version))
+        if data is None:
+            return None
+        lines = data.decode("utf-8").splitlines()
+        with _kept_lock:
+            _commits[key] = lines
+            while len(_commits) > _COMMITS_KEPT:
+                _commits.popitem(last=False)
+    return _actions_of(lines, kind)
+
+
+def _actions_of(lines: list[str], kind: str) -> list[dict]:
+    found = []
+    for line in lines:
+        if f'"{kind}"' in line:
+            action = json.loads(line).get(kind)
+            if isinstance(action, dict):
+                found.append(action)
     return found
 
 
-def _commit_info(path: str, version: int) -> dict | None:
-    """The commitInfo action of one local commit file, with its ``version``; None when the
-    file is gone (log cleanup) or has none."""
-    infos = _commit_actions(path, version, "commitInfo")
+def _commit_info(uri: str, version: int) -> dict | None:
+    """The commitInfo action of one commit file, with its ``version``; None when the file
+    is gone (log cleanup) or has none."""
+    infos = _commit_actions(uri, version, "commitInfo")
     return {**infos[0], "version": version} if infos else None
 
 
@@ -438,26 +544,31 @@ def read_snapshot_sized(
     version: int | None = None,
     partition_filters: list[tuple[str, str, object]] | None = None,
 ) -> tuple[DataFrame, int]:
-    """:func:`read_snapshot`, plus the bytes of the files it reads (remote files count as large),
-    from one listing of the log."""
+    """:func:`read_snapshot`, plus the bytes of the files it reads (from the Delta log)."""
     snap = snapshot_files(uri, version=version, partition_filters=partition_filters)
-    return _read_files(spark, snap.table, snap.files), snap.bytes
+    return _read_files(spark, snap), snap.bytes
 
 
 @dataclass(frozen=True)
 class SnapshotFiles:
-    """The data files of a table version (pruned by partition), and their size."""
+    """The data files of a table version (pruned by partition), and their sizes as the
+    Delta log records them (no file is looked at: on an object store that would cost a
+    request a file)."""
 
     table: DeltaTable
     files: list[str]
-    bytes: int
+    sizes: list[int]
 
     @property
-    def plain_local_parquet(self) -> bool:
-        """Local files a parquet reader can read as they are (no deletion vectors, no
-        column mapping): what :func:`read_files_arrow` needs."""
+    def bytes(self) -> int:
+        return sum(self.sizes)
+
+    @property
+    def plain_parquet(self) -> bool:
+        """Files a parquet reader can read as they are (no deletion vectors, no column
+        mapping), on any store: what :func:`read_files_arrow` needs."""
         features = set(self.table.protocol().reader_features or [])
-        return not features & {"deletionVectors", "columnMapping"} and all("://" not in f or f.startswith("file://") for f in self.files)
+        return not features & {"deletionVectors", "columnMapping"}
 
 
 def snapshot_files(
@@ -465,7 +576,47 @@ def snapshot_files(
 ) -> SnapshotFiles:
     dt = open_table(uri, version)
     files = _files(dt, partition_filters)
-    return SnapshotFiles(dt, files, _files_bytes(files))
+    index = _file_index(dt)
+    return SnapshotFiles(dt, files, [_size(index, f) for f in files])
+
+
+# Attribute of a handle holding (its version, each data file's size and partition values
+# from its add action): built once per version a refresh reads, not once per lookup, and
+# gone with the handle (DeltaTable is not hashable, so no weak dictionary can key on it).
+_INDEX = "_ivm_file_index"
+
+
+def _file_key(path: str) -> str:
+    """A data file's location as both ``file_uris()`` and the add actions can be matched on."""
+    return unquote(path.removeprefix("file://"))
+
+
+def _file_index(dt: DeltaTable) -> dict[str, tuple[int, dict]]:
+    """Data file location → (size in bytes, partition values as text) from the add actions."""
+    found = getattr(dt, _INDEX, None)
+    if found is not None and found[0] == dt.version():
+        return found[1]
+    actions = pa.table(dt.get_add_actions(flatten=True))
+    root = storage.normalize(_local_path(dt.table_uri) or dt.table_uri)
+    columns = {n.removeprefix("partition."): actions.column(n).to_pylist() for n in actions.column_names if n.startswith("partition.")}
+    index = {}
+    for i, (path, size) in enumerate(zip(actions.column("path").to_pylist(), actions.column("size_bytes").to_pylist())):
+        values = {c: None if v[i] is None else str(v[i]) for c, v in columns.items()}
+        index[_file_key(f"{root}/{path}")] = (int(size), values)
+    setattr(dt, _INDEX, (dt.version(), index))
+    return index
+
+
+def _size(index: dict[str, tuple[int, dict]], file: str) -> int:
+    """``file``'s size from the log; from the store (a stat, or a HEAD) if its location is
+    spelled differently in the add actions than in ``file_uris()``."""
+    found = index.get(_file_key(file))
+    if found is not None:
+        return found[0]
+    identity = storage.identity(_file_key(file))
+    if identity is None:
+        raise storage.missing_file(file)
+    return identity[-2]
 
 
 @dataclass
@@ -513,8 +664,8 @@ def select_row_groups(
     schema = pa.schema([f for f in normalize_schema_of(snap.table) if f.name not in partitions])
     if key is None or values is None:
         chosen = RowGroups(schema, None, None, False, [])
-        for path in snap.files:
-            file = parquet_cache.footer(path.removeprefix("file://"))
+        for path, size in zip(snap.files, snap.sizes):
+            file = parquet_cache.footer(_file_key(path), size)
             for group in range(len(file.rows)):
                 _choose(chosen, file, group)
         return chosen
@@ -535,17 +686,17 @@ def select_row_groups(
     file_parts = _partition_values(snap.table, partition) if partition is not None else {}
     # For a file whose partition is not known.
     every = (sorted({v for w in wanted.values() for v in w[0]}), keep_nulls, any(w[2] for w in wanted.values()))
-    for path in snap.files:
-        local = path.removeprefix("file://")
+    for path, size in zip(snap.files, snap.sizes):
+        location = _file_key(path)
         if partition is None:
             wanted_sorted, nulls, nan = wanted[None]
-        elif local not in file_parts:
+        elif location not in file_parts:
             wanted_sorted, nulls, nan = every
-        elif file_parts[local] not in wanted:
+        elif file_parts[location] not in wanted:
             continue  # a partition none of the keys belongs to
         else:
-            wanted_sorted, nulls, nan = wanted[file_parts[local]]
-        file = parquet_cache.footer(local)
+            wanted_sorted, nulls, nan = wanted[file_parts[location]]
+        file = parquet_cache.footer(location, size)
         for group, stats in enumerate(file.stats(key)):
             if nan or not _skips(stats, wanted_sorted, nulls):
                 _choose(chosen, file, group)
@@ -562,13 +713,15 @@ def files_by_partition(snap: SnapshotFiles, column: str) -> dict[str | None, Sna
     """``snap``'s files grouped by their value of partition ``column`` (as text), each group
     a snapshot of its own; None when a file's value is not known."""
     values = _partition_values(snap.table, column)
-    groups: dict[str | None, list[str]] = {}
-    for path in snap.files:
-        local = path.removeprefix("file://")
-        if local not in values:
+    groups: dict[str | None, tuple[list[str], list[int]]] = {}
+    for path, size in zip(snap.files, snap.sizes):
+        key = _file_key(path)
+        if key not in values:
             return None
-        groups.setdefault(values[local], []).append(path)
-    return {value: SnapshotFiles(snap.table, files, _files_bytes(files)) for value, files in groups.items()}
+        files, sizes = groups.setdefault(values[key], ([], []))
+        files.append(path)
+        sizes.append(size)
+    return {value: SnapshotFiles(snap.table, files, sizes) for value, (files, sizes) in groups.items()}
 
 
 def partition_type(dt: DeltaTable, column: str) -> pa.DataType:
@@ -576,13 +729,8 @@ def partition_type(dt: DeltaTable, column: str) -> pa.DataType:
 
 
 def _partition_values(dt: DeltaTable, column: str) -> dict[str, str | None]:
-    """Each data file's local path → its value of partition ``column``, as text."""
-    actions = dt.get_add_actions(flatten=True)
-    names = list(actions.schema.names)
-    paths = actions.column(names.index("path")).to_pylist()
-    parts = actions.column(names.index(f"partition.{column}")).to_pylist()
-    root = _local_path(dt.table_uri) or dt.table_uri
-    return {os.path.join(root, p): None if v is None else str(v) for p, v in zip(paths, parts)}
+    """Each data file's location (:func:`_file_key`) → its value of partition ``column``, as text."""
+    return {key: values.get(column) for key, (_, values) in _file_index(dt).items()}
 
 
 def read_row_groups(chosen: RowGroups, *, cost: ReadCost | None = None, keep: bool = True) -> pa.Table:
@@ -676,19 +824,19 @@ def _files(dt: DeltaTable, partition_filters: list[tuple[str, str, object]] | No
     return dt.file_uris(file_pruning_predicate=partition_filters) if partition_filters else dt.file_uris()
 
 
-def _files_bytes(files: list[str]) -> int:
-    return sum(os.path.getsize(f) if "://" not in f else 1 << 40 for f in files)
-
-
-def _read_files(spark: SparkSession, dt: DeltaTable, files: list[str]) -> DataFrame:
+def _read_files(spark: SparkSession, snap: SnapshotFiles) -> DataFrame:
+    dt, files = snap.table, snap.files
     schema = normalize_schema_of(dt)
-    features = set(dt.protocol().reader_features or [])
-    if features & {"deletionVectors", "columnMapping"}:
+    if not snap.plain_parquet:
         # Spark's parquet reader would ignore deletion vectors / mapped names: let delta-rs
         # resolve them (this funnels the rows through the driver, so it is the slow path).
         return to_spark(spark, _read_all(dt.scan()))
     if not files:
         return spark.createDataFrame([], schema=spark_schema(schema))
+    if not all(is_local(f) for f in files):
+        # Spark here has no object store connector (hadoop-aws comes from Maven): the driver
+        # reads the files with pyarrow and hands Spark the rows.
+        return to_spark(spark, _read_on_driver(snap, schema))
     # An explicit schema spares Spark a job that reads every file footer to infer one.
     target = spark_schema(schema)
     partition_columns = dt.metadata().partition_columns
@@ -696,6 +844,26 @@ def _read_files(spark: SparkSession, dt: DeltaTable, files: list[str]) -> DataFr
     if partition_columns:
         reader = reader.option("basePath", dt.table_uri)
     return reader.parquet(*files).select(*[F.col(f"`{f.name}`") for f in target.fields])
+
+
+def _read_on_driver(snap: SnapshotFiles, schema: pa.Schema) -> pa.Table:
+    """Every row of ``snap``'s files, partition columns included (from the add actions),
+    read by pyarrow on the driver without passing through the parquet cache."""
+    partitions = snap.table.metadata().partition_columns
+    index = _file_index(snap.table)
+    parts = [schema.empty_table()]
+    for path, size in zip(snap.files, snap.sizes):
+        file = parquet_cache.footer(_file_key(path), size)
+        tables, _ = parquet_cache.row_groups(file, list(range(len(file.rows))), keep=False)
+        rows = pa.concat_tables([_conform(t, pa.schema([f for f in schema if f.name not in partitions])) for t in tables]) if tables else None
+        if rows is None:
+            continue
+        values = index.get(_file_key(path), (0, {}))[1]
+        for name in partitions:
+            value = pa.array([values.get(name)] * rows.num_rows, pa.string()).cast(schema.field(name).type)
+            rows = rows.append_column(schema.field(name), value)
+        parts.append(rows.select(schema.names))
+    return pa.concat_tables(parts)
 
 
 def read_changes(uri: str, *, after: int, upto: int, columns: list[str] | None = None) -> pa.Table:
@@ -736,8 +904,8 @@ def row_count(uri: str, version: int) -> int | None:
 
 
 def snapshot_bytes(uri: str, *, version: int, partition_filters: list[tuple[str, str, object]] | None = None) -> int:
-    """Bytes of the files :func:`read_snapshot` would read (remote files count as large)."""
-    return _files_bytes(_files(open_table(uri, version), partition_filters))
+    """Bytes of the files :func:`read_snapshot` would read, from the Delta log."""
+    return snapshot_files(uri, version=version, partition_filters=partition_filters).bytes
 
 
 def _read_all(reader) -> pa.Table:
@@ -750,7 +918,10 @@ def write(uri: str, data: DataFrame | pa.Table, *, mode: Literal["append", "over
     """Append or overwrite in one commit, unfenced: edits of source tables (demo, benchmark,
     tests), which ivm only reads."""
     table = data if isinstance(data, pa.Table) else to_arrow(data)
-    write_deltalake(uri, table, mode=mode, schema_mode="overwrite" if mode == "overwrite" else None)
+    with storage.failures(uri):
+        write_deltalake(
+            uri, table, mode=mode, schema_mode="overwrite" if mode == "overwrite" else None, storage_options=storage.options_for(uri)
+        )
     _crossed("commit")
 
 
@@ -792,23 +963,23 @@ def _cache_written(uri: str, version: int, table: pa.Table, partition_by: list[s
     """Hand the files commit ``version`` added to the parquet cache with the rows they were
     written from: ``table``'s rows of each file's partition, in order (a partition written
     as more than one file is left out, as is anything the cache's checks refuse)."""
-    local = _local_path(uri)
-    if local is None or len(partition_by) > 1 or parquet_cache.budget_bytes() <= 0:
+    if len(partition_by) > 1 or parquet_cache.budget_bytes() <= 0:
         return
-    by_value: dict[str | None, list[str]] = {}
-    for add in _commit_actions(local, version, "add") or []:
+    root = storage.normalize(uri.removeprefix("file://"))
+    by_value: dict[str | None, list[tuple[str, int]]] = {}
+    for add in _commit_actions(uri, version, "add") or []:
         values = add.get("partitionValues") or {}
-        path = os.path.join(local, unquote(add["path"]))
-        by_value.setdefault(values.get(partition_by[0]) if partition_by else None, []).append(path)
-    for value, paths in by_value.items():
-        if len(paths) != 1:
+        file = (f"{root}/{unquote(add['path'])}", int(add["size"]))
+        by_value.setdefault(values.get(partition_by[0]) if partition_by else None, []).append(file)
+    for value, files in by_value.items():
+        if len(files) != 1:
             continue
         rows = table
         if partition_by:
             column = table.column(partition_by[0])
             wanted = pc.is_null(column) if value is None else pc.equal(pc.cast(column, pa.string()), value)
             rows = table.filter(wanted).drop_columns(partition_by)
-        parquet_cache.remember(parquet_cache.footer(paths[0]), rows, key)
+        parquet_cache.remember(parquet_cache.footer(*files[0]), rows, key)
 
 
 def rewrite(
@@ -919,7 +1090,7 @@ def commit_staged(
         if at is None:
             create_table_with_add_actions(
                 uri, DeltaSchema.from_arrow(files.schema), files.actions, mode="error", partition_by=files.partition_by or None,
-                configuration=_own_table(change_feed), commit_properties=properties,
+                configuration=_own_table(change_feed), commit_properties=properties, storage_options=storage.options_for(uri),
             )
         else:
             _commit_files(uri, at, files, properties)
@@ -1062,6 +1233,7 @@ def _write_at(
         schema_mode="overwrite" if mode == "overwrite" and not creating else None,
         configuration=_own_table(change_feed) if creating else CDF_ON if change_feed else None,
         commit_properties=properties,
+        storage_options=storage.options_for(uri) if creating else None,
     )
     if target is not None:
         _keep_moved(uri, target, after)
@@ -1078,14 +1250,21 @@ def clean_log(uri: str) -> None:
     """Remove the log files of an internal table that no version from its last checkpoint on
     needs (:data:`INTERNAL_TABLE`; a table created with Delta's default retention keeps its
     files 30 days). Call only when no epoch in flight reads an older version."""
-    if is_local(uri) and is_delta_table(uri):
-        open_table(uri).cleanup_metadata()
+    if is_delta_table(uri):
+        with storage.failures(uri):
+            open_table(uri).cleanup_metadata()
 
 
 def _keep_moved(uri: str, dt: DeltaTable, after: int | None) -> None:
     """Keep a handle a write or MERGE moved on in place to the version after ``after``
-    (``create_write_transaction`` does not move its handle, so those are not kept)."""
-    if after is not None and dt.version() == after + 1:
+    (``create_write_transaction`` does not move its handle, so those are not kept): in the
+    block's cache when one is active (kept for the next refresh when it ends)."""
+    if after is None or dt.version() != after + 1:
+        return
+    block = _handles.get()
+    if block is not None:
+        block.handles.setdefault((uri, dt.version()), dt)
+    else:
         _keep(uri, dt)
 
 
@@ -1093,7 +1272,8 @@ def _attempt(uri: str, after: int | None, commit: Callable[[int | None], bool]) 
     """Run ``commit`` (a fenced commit right after ``after``); a lost race becomes a
     CommitConflictError, with delta-rs' error as its cause."""
     try:
-        committed = commit(after)
+        with storage.failures(uri):
+            committed = commit(after)
     except CommitFailedError as exc:
         raise _conflict(uri, after) from exc
     except DeltaError as exc:
@@ -1144,7 +1324,10 @@ def commit_metadata(uri: str, metadata: dict[str, str], *, after: int | None, sc
 
     def attempt(at: int | None) -> bool:
         if at is None:
-            DeltaTable.create(uri, schema=schema, mode="error", configuration=INTERNAL_TABLE, commit_properties=properties)
+            DeltaTable.create(
+                uri, schema=schema, mode="error", configuration=INTERNAL_TABLE, commit_properties=properties,
+                storage_options=storage.options_for(uri),
+            )
         else:
             # An append of no rows through the writer, not an empty write transaction: the
             # writer moves the handle to the new version, so the next commit (this refresh's
@@ -1162,21 +1345,23 @@ def commit_metadata(uri: str, metadata: dict[str, str], *, after: int | None, sc
 def head(uri: str) -> tuple[int, dict] | None:
     """The table's latest version and that commit's info (its custom metadata included);
     None when there is no table."""
-    listed = _listed_latest(uri)
-    if listed is not None:
-        info = _commit_info(_local_path(uri), listed)  # type: ignore[arg-type]
+    known = _known_latest(uri)
+    if known is not None:
+        info = _commit_info(uri, known)
         if info is not None:
-            return listed, info
+            return known, info
     if not is_delta_table(uri):
         return None
     dt = open_table(uri)
-    return dt.version(), dt.history(1)[0]
+    info = _commit_info(uri, dt.version())
+    return dt.version(), info if info is not None else dt.history(1)[0]
 
 
 def create_table(uri: str, data: pa.Table | pa.RecordBatchReader, *, partition_by: list[str] | None = None) -> None:
     """A new table with the change data feed on (demo and benchmark sources, tests); a
     reader is written as it streams, for tables larger than memory."""
-    write_deltalake(uri, data, mode="error", partition_by=partition_by, configuration=CDF_ON)
+    with storage.failures(uri):
+        write_deltalake(uri, data, mode="error", partition_by=partition_by, configuration=CDF_ON, storage_options=storage.options_for(uri))
 
 
 def delete_rows(uri: str, predicate: str) -> None:
@@ -1193,17 +1378,19 @@ def remove_tables_except(root: str, kept: list[str]) -> int:
     """Delete the Delta tables directly under ``root`` whose folder is not in ``kept`` (and
     does not start with ``_``, which is ivm's own bookkeeping); returns how many.
 
-    Used for state tables a new plan no longer names. Local folders only: on an object
-    store the old tables stay (they are never read again) until removed by hand.
+    Used for state tables a new plan no longer names, on any store (on an object store, a
+    listing of ``root`` and one of each table removed).
     """
-    path = root.removeprefix("file://")
-    if "://" in path or not os.path.isdir(path):
-        return 0
+    fs, path = storage.filesystem(root)
+    with storage.failures(root):
+        children = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
     removed = 0
-    for name in sorted(os.listdir(path)):
-        folder = os.path.join(path, name)
-        if name.startswith("_") or name in kept or not os.path.isdir(os.path.join(folder, "_delta_log")):
+    for child in sorted(children, key=lambda c: c.base_name):
+        name = child.base_name
+        uri = f"{storage.normalize(root)}/{name}"
+        if child.type != pafs.FileType.Directory or name.startswith("_") or name in kept or not is_delta_table(uri):
             continue
-        shutil.rmtree(folder)
+        with storage.failures(uri):
+            fs.delete_dir(child.path)
         removed += 1
     return removed

@@ -51,7 +51,7 @@ def apply_change(uri: str, change: Batch, schema: T.StructType, epoch: Epoch, *,
     names = list(schema.names)
     if change.table is not None:
         snap = delta.snapshot_files(uri, version=output_version)
-        if snap.bytes <= DRIVER_READ_BYTES and snap.plain_local_parquet:
+        if snap.bytes <= DRIVER_READ_BYTES and snap.plain_parquet:
             source = _bag_change_on_driver(change.table, names, snap)
             if source.num_rows:
                 delta.apply_bag_change(uri, source, columns=names, epoch=epoch, after=output_version)

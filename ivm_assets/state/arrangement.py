@@ -85,7 +85,7 @@ class StateRead:
 
 def _driver_readable(snap: delta.SnapshotFiles) -> bool:
     """Whether these files are read on the driver when the lookup's keys are there too."""
-    return snap.bytes <= DRIVER_READ_BYTES and snap.plain_local_parquet
+    return snap.bytes <= DRIVER_READ_BYTES and snap.plain_parquet
 
 
 _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
@@ -239,7 +239,7 @@ class StateTable:
         large = snap.bytes > LARGE_READ_BYTES
         by_key = touched is not None and bool(self.keys)
         local = touched is None or touched.table is not None
-        chosen = self._driver_read(snap, touched if by_key else None, touched_keys) if local and snap.plain_local_parquet else None
+        chosen = self._driver_read(snap, touched if by_key else None, touched_keys) if local and snap.plain_parquet else None
         on_driver = chosen is not None
         exact: pa.Table | None = None
         if on_driver:
@@ -449,7 +449,7 @@ class StateTable:
         reads then open ever more files. The rewrite is one overwrite commit with the same
         logical content, so an interruption leaves either the old files or the new ones; it
         lands right after the version it read or not at all (another process moved the
-        table on: that one compacts next time). A small local table is compacted on the
+        table on: that one compacts next time). A small table (on any store) is compacted on the
         driver (:meth:`_compacted_on_driver`); otherwise Spark re-buckets the rows exactly as
         the recorded layout says (a join hashes both sides as one common type, which a
         table's own column types do not tell). Returns whether it rewrote the table.
@@ -478,7 +478,7 @@ class StateTable:
 
     def _compacted_on_driver(self, uri: str, version: int) -> pa.Table | None:
         """The table's logical content with its buckets, computed on the driver bucket by
-        bucket, when the table is local and small (``DRIVER_COMPACT_BYTES``); None otherwise,
+        bucket, when the table is small (``DRIVER_COMPACT_BYTES``, from the Delta log); None otherwise,
         or when its key types are compared in Spark only.
 
         Each row keeps the bucket its file is in: compaction never changes the layout (a
@@ -486,7 +486,7 @@ class StateTable:
         compaction costs a few jobs (~1–2 s) where an epoch in process costs ~0.1 s.
         """
         snap = delta.snapshot_files(uri, version=version)
-        if snap.bytes > DRIVER_COMPACT_BYTES or not snap.plain_local_parquet:
+        if snap.bytes > DRIVER_COMPACT_BYTES or not snap.plain_parquet:
             return None
         buckets = delta.files_by_partition(snap, BUCKET)
         if buckets is None:

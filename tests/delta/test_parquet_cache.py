@@ -18,6 +18,11 @@ def _cold_cache():
     parquet_cache.clear()
 
 
+def _footer(path: str) -> parquet_cache.Footer:
+    """The footer of a local file, keyed by its size (as the Delta log would give it)."""
+    return parquet_cache.footer(path, os.path.getsize(path))
+
+
 def _write(path: str, values: range, group_rows: int = 100) -> None:
     pq.write_table(pa.table({"k": pa.array(values, pa.int64()), "v": pa.array([str(v) for v in values])}), path, row_group_size=group_rows)
 
@@ -25,49 +30,47 @@ def _write(path: str, values: range, group_rows: int = 100) -> None:
 def test_a_warm_read_returns_the_rows_a_cold_read_decoded(tmp_path):
     path = str(tmp_path / "a.parquet")
     _write(path, range(400))
-    file = parquet_cache.footer(path)
+    file = _footer(path)
     cold, decoded = parquet_cache.row_groups(file, [1, 3])
     assert parquet_cache.held_bytes() > 0 and decoded == 2
-    warm, decoded = parquet_cache.row_groups(parquet_cache.footer(path), [3, 1])
+    warm, decoded = parquet_cache.row_groups(_footer(path), [3, 1])
     assert decoded == 0
     assert [t.column("k").to_pylist()[0] for t in cold] == [100, 300]
     assert warm[0].equals(cold[1]) and warm[1].equals(cold[0])
-    assert parquet_cache.footer(path) is file  # the footer was read once
+    assert _footer(path) is file  # the footer was read once
 
 
 def test_a_file_rewritten_at_the_same_path_is_read_again(tmp_path):
     # Delta never does this (new versions add files under new names); the cache still keys
-    # on size and modification time, so a tool that did would not get stale rows.
+    # on the size the log records, so a file of another size at the same path is read again.
     path = str(tmp_path / "a.parquet")
     _write(path, range(400))
-    before = parquet_cache.row_groups(parquet_cache.footer(path), [0])[0][0]
+    before = parquet_cache.row_groups(_footer(path), [0])[0][0]
     _write(path, range(1000, 1600))
-    stat = os.stat(path)
-    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
-    after = parquet_cache.row_groups(parquet_cache.footer(path), [0])[0][0]
+    after = parquet_cache.row_groups(_footer(path), [0])[0][0]
     assert before.column("k")[0].as_py() == 0 and after.column("k")[0].as_py() == 1000
-    assert parquet_cache.footer(path).stats("k")[0][:2] == (1000, 1099)
+    assert _footer(path).stats("k")[0][:2] == (1000, 1099)
 
 
 def test_the_budget_bounds_what_is_held_and_zero_turns_it_off(tmp_path, monkeypatch):
     path = str(tmp_path / "a.parquet")
     _write(path, range(2000))
-    file = parquet_cache.footer(path)
+    file = _footer(path)
     one_group = parquet_cache.row_groups(file, [0])[0][0].nbytes
     parquet_cache.clear()
     monkeypatch.setenv(parquet_cache.BUDGET_ENV, str(3.5 * one_group / (1 << 20)))
-    parquet_cache.row_groups(parquet_cache.footer(path), list(range(20)))
+    parquet_cache.row_groups(_footer(path), list(range(20)))
     assert 0 < parquet_cache.held_bytes() <= 3.5 * one_group
     parquet_cache.clear()
     monkeypatch.setenv(parquet_cache.BUDGET_ENV, "0")
-    rows, _ = parquet_cache.row_groups(parquet_cache.footer(path), [0, 5])
+    rows, _ = parquet_cache.row_groups(_footer(path), [0, 5])
     assert parquet_cache.held_bytes() == 0 and rows[1].column("k")[0].as_py() == 500
 
 
 def test_statistics_of_a_missing_column_choose_every_group(tmp_path):
     path = str(tmp_path / "a.parquet")
     _write(path, range(300))
-    assert parquet_cache.footer(path).stats("nope") == [None, None, None]
+    assert _footer(path).stats("nope") == [None, None, None]
 
 
 def test_files_a_commit_wrote_are_held_from_the_rows_written_and_read_back_the_same(tmp_path):
@@ -100,7 +103,7 @@ def test_files_a_commit_wrote_are_held_from_the_rows_written_and_read_back_the_s
 def test_rows_that_do_not_match_the_footer_are_not_held(tmp_path):
     path = str(tmp_path / "a.parquet")
     _write(path, range(400))
-    file = parquet_cache.footer(path)
+    file = _footer(path)
     other = pa.table({"k": pa.array(range(1, 401), pa.int64()), "v": pa.array([str(v) for v in range(400)])})
     assert not parquet_cache.remember(file, other, "k")  # key ranges differ from the footer's
     assert not parquet_cache.remember(file, other.slice(0, 399), "k")  # row counts differ

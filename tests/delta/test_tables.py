@@ -4,6 +4,8 @@ is skipped when another attempt of the same epoch made it, and otherwise fails i
 
 from __future__ import annotations
 
+import os
+
 import pyarrow as pa
 import pytest
 
@@ -136,7 +138,7 @@ def test_a_lookup_of_scattered_keys_skips_row_groups_holding_none_of_them(tmp_pa
 
     path = str(tmp_path / "sorted.parquet")
     pq.write_table(pa.table({"k": pa.array(range(400), pa.int64())}), path, row_group_size=100)
-    stats = parquet_cache.footer(path).stats("k")
+    stats = parquet_cache.footer(path, os.path.getsize(path)).stats("k")
     wanted = [5, 350]  # the first and the last group; their range would cover all four
     read = [g for g in range(len(stats)) if not delta._skips(stats[g], wanted, False)]
     assert read == [0, 3]

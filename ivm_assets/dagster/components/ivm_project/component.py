@@ -8,6 +8,8 @@ attributes:
   key_prefix: shop                # asset keys shop/<view>, shop/<source>
   consistency_checks: true        # checked hourly (check_cron), not in every refresh run
   spark_remote: local             # runs attach to the warm local Spark Connect server
+  storage_options:                # over ivm.yaml's storage_options, key by key
+    AWS_SECRET_ACCESS_KEY: "${S3_SECRET}"   # resolved where the project loads (code server, runs)
 ```
 Each instance names its ops after its place in the defs folder, and ``key_prefix`` keeps
 asset keys apart, so several projects (even with the same view names) live in one code
@@ -37,6 +39,11 @@ class IvmProjectComponent(dg.Component, dg.Resolvable, dg.Model):
         default=None, description="Put in front of every view and source key, e.g. `shop` → shop/revenue."
     )
     warehouse: str | None = Field(default=None, description="Replaces the project's `warehouse:`.")
+    storage_options: dict[str, str] = Field(
+        default_factory=dict,
+        description="delta-rs storage options over ivm.yaml's `storage_options`, key by key; write secrets as "
+        "`${ENV_NAME}` references (resolved where the project loads, never shown).",
+    )
     consistency_checks: bool = Field(default=False, description="Add an oracle asset check per view.")
     check_cron: str | None = Field(
         default="0 * * * *", description="When the checks run (each recomputes its view); null: only by hand."
@@ -62,7 +69,10 @@ class IvmProjectComponent(dg.Component, dg.Resolvable, dg.Model):
 
     def build_defs(self, context: dg.ComponentLoadContext) -> dg.Definitions:
         root = (context.path / self.project).resolve()
-        project = IvmProject.load(root, warehouse=self.warehouse)
+        project = IvmProject.load(
+            root, warehouse=self.warehouse, storage_options=self.storage_options,
+            storage_origin=f"storage_options of the component in {context.path / 'defs.yaml'}",
+        )
         name = _op_name(context)
         prefix = self.key_prefix
         views = ivm_view_assets(

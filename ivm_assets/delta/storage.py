@@ -1,0 +1,369 @@
+"""Where tables live: storage settings per location, file access beside delta-rs, and
+storage failures told in words.
+
+A project hands its ``storage_options`` (``ivm.yaml``, a source's own, or the Dagster
+resource's) to :func:`register` for each location it uses: the warehouse root and each
+source. Every delta-rs call of :mod:`ivm_assets.delta.tables` then takes the options of
+the longest registered prefix of the table's URI (:func:`options_for`).
+
+Why a registry and not options carried on each call: the Delta module is called from the
+operators, the state tables, the engine and the Dagster layer (~25 functions), and the
+options are a property of the location, like the delta-rs handles this module keeps per
+URI between refreshes. The registry is process-wide: two projects in one process that
+give one location different settings share the last registration (it replaces the
+earlier one and drops the handles opened with it).
+
+Reading parquet footers, row groups and commit files on the driver goes through pyarrow's
+own file systems (``S3FileSystem``, ``AzureFileSystem``, ``GcsFileSystem``), built from the
+same options. delta-rs' ``DeltaStorageHandler`` would share delta-rs' client and option
+names, but as a Python ``FileSystemHandler`` it aborted the interpreter at exit in 4 of 30
+runs here ("terminate called without an active exception", exit 134), where pyarrow's
+native S3 client did not in 30 of 30.
+
+Secrets (values of keys naming a key, secret, token, password or credential) never leave
+this module in text: :func:`redact` masks them in any message, and storage failures are
+raised as :class:`~ivm_assets.errors.StorageError` without the client's exception chained.
+"""
+
+from __future__ import annotations
+
+import errno
+import re
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from urllib.parse import urlparse
+
+import pyarrow.fs as pafs
+
+from ivm_assets.errors import StorageError
+
+
+@dataclass(frozen=True)
+class Registration:
+    """The options for the tables under ``prefix``, and where they were set (named in errors)."""
+
+    prefix: str
+    options: tuple[tuple[str, str], ...]
+    origin: str
+
+    def get(self, *names: str) -> str | None:
+        """The value of the first of ``names`` set (compared case-insensitively, as delta-rs does)."""
+        wanted = [n.lower() for n in names]
+        found = {k.lower(): v for k, v in self.options}
+        return next((found[n] for n in wanted if n in found), None)
+
+
+_lock = threading.Lock()
+_registered: dict[str, Registration] = {}
+_filesystems: dict[tuple, pafs.FileSystem] = {}
+# Called with a prefix whose options changed: handles opened with the old ones are dropped.
+_on_change: list = []
+
+_SECRET_KEY = re.compile(r"SECRET|TOKEN|PASSWORD|CREDENTIAL|_KEY|^KEY|SAS", re.IGNORECASE)
+
+
+def is_secret(key: str) -> bool:
+    """Whether an option's value is a secret (never shown): keys naming a key, secret,
+    token, password, SAS or credential (``AWS_SECRET_ACCESS_KEY``, ``AWS_ACCESS_KEY_ID``,
+    ``AZURE_STORAGE_ACCOUNT_KEY``, ``GOOGLE_SERVICE_ACCOUNT_KEY``, …)."""
+    return bool(_SECRET_KEY.search(key)) or key.lower().endswith("key_id")
+
+
+def normalize(location: str) -> str:
+    """A location without a trailing ``/`` (``s3://b/wh/`` and ``s3://b/wh`` are one place)."""
+    stripped = location.rstrip("/")
+    return stripped if stripped and not stripped.endswith(":/") else location
+
+
+def register(prefix: str, options: Mapping[str, str], *, origin: str) -> None:
+    """Use ``options`` for every table under ``prefix`` (an object store URI); ``origin`` says
+    where they were set ("storage_options in /p/ivm.yaml"). Empty options, and local
+    folders (whose tables need none), register nothing."""
+    if not options or is_local(prefix):
+        return
+    prefix = normalize(prefix)
+    entry = Registration(prefix, tuple(sorted((str(k), str(v)) for k, v in options.items())), origin)
+    with _lock:
+        old = _registered.get(prefix)
+        _registered[prefix] = entry
+        if old is not None and old.options != entry.options:
+            _filesystems.clear()
+    if old is not None and old.options != entry.options:
+        for forget in _on_change:
+            forget(prefix)
+
+
+def registration(uri: str) -> Registration | None:
+    """The registration of the longest prefix of ``uri`` (None: delta-rs' defaults)."""
+    uri = normalize(uri)
+    with _lock:
+        best = None
+        for prefix, entry in _registered.items():
+            if (uri == prefix or uri.startswith(prefix + "/")) and (best is None or len(prefix) > len(best.prefix)):
+                best = entry
+    return best
+
+
+def options_for(uri: str) -> dict[str, str] | None:
+    """The storage options delta-rs gets for the table at ``uri`` (None: none registered)."""
+    entry = registration(uri)
+    return dict(entry.options) if entry is not None else None
+
+
+def redact(text: str) -> str:
+    """``text`` with every registered secret value replaced by ``***``."""
+    with _lock:
+        secrets = {v for entry in _registered.values() for k, v in entry.options if is_secret(k) and len(v) >= 4}
+    for secret in sorted(secrets, key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
+
+
+# --- where a URI points ----------------------------------------------------------------------
+def local_path(uri: str) -> str | None:
+    """The local path of ``uri`` (a path or ``file://``); None for an object store URI."""
+    path = uri.removeprefix("file://")
+    return None if "://" in path else path
+
+
+def is_local(uri: str) -> bool:
+    return local_path(uri) is not None
+
+
+_S3 = ("s3", "s3a")
+_AZURE = ("az", "adl", "azure", "abfs", "abfss")
+_GCS = ("gs", "gcs")
+
+
+def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
+    """A pyarrow file system reaching ``uri`` with its registered options, and the path of
+    ``uri`` on it."""
+    local = local_path(uri)
+    if local is not None:
+        return pafs.LocalFileSystem(), local
+    parsed = urlparse(uri)
+    scheme = parsed.scheme.lower()
+    entry = registration(uri)
+    key = (scheme, parsed.netloc if scheme in _AZURE else "", entry.options if entry else ())
+    with _lock:
+        fs = _filesystems.get(key)
+    if fs is None:
+        fs = _build(scheme, parsed, entry or Registration("", (), "the environment"), uri)
+        with _lock:
+            _filesystems[key] = fs
+    if scheme in _AZURE and "@" in parsed.netloc:  # abfss://container@account.dfs.core.windows.net/path
+        return fs, parsed.netloc.split("@", 1)[0] + parsed.path
+    return fs, parsed.netloc + parsed.path
+
+
+def _build(scheme: str, parsed, entry: Registration, uri: str) -> pafs.FileSystem:
+    if scheme in _S3:
+        return _s3(entry)
+    if scheme in _AZURE:
+        return _azure(entry, parsed, uri)
+    if scheme in _GCS:
+        return _gcs(entry, uri)
+    raise StorageError(f"cannot read {uri}: expected a local path or an s3://, az://, abfss:// or gs:// URI, found scheme {scheme!r}")
+
+
+def _s3(entry: Registration) -> pafs.FileSystem:
+    """pyarrow's S3 client with object_store's option names (each key also without its
+    ``AWS_`` prefix, as delta-rs accepts them)."""
+
+    def get(*names: str) -> str | None:
+        return entry.get(*names, *(n.removeprefix("AWS_") for n in names))
+
+    args: dict = {}
+    endpoint = get("AWS_ENDPOINT_URL", "AWS_ENDPOINT")
+    if endpoint:
+        url = urlparse(endpoint)
+        args["endpoint_override"] = url.netloc + url.path.rstrip("/")
+        args["scheme"] = url.scheme or "https"
+    if region := get("AWS_REGION", "AWS_DEFAULT_REGION"):
+        args["region"] = region
+    key, secret = get("AWS_ACCESS_KEY_ID"), get("AWS_SECRET_ACCESS_KEY")
+    if key and secret:
+        args.update(access_key=key, secret_key=secret, session_token=get("AWS_SESSION_TOKEN", "AWS_TOKEN"))
+    if (get("AWS_SKIP_SIGNATURE") or "").lower() == "true":
+        args["anonymous"] = True
+    if (get("AWS_VIRTUAL_HOSTED_STYLE_REQUEST") or "").lower() == "true":
+        args["force_virtual_addressing"] = True
+    return pafs.S3FileSystem(**args)
+
+
+def _azure(entry: Registration, parsed, uri: str) -> pafs.FileSystem:
+    """pyarrow's Azure client: account from the options or from an ``abfss://`` host."""
+
+    def get(*names: str) -> str | None:
+        return entry.get(*names, *(n.removeprefix("AZURE_STORAGE_") for n in names))
+
+    account = get("AZURE_STORAGE_ACCOUNT_NAME")
+    if account is None and "@" in parsed.netloc:
+        account = parsed.netloc.split("@", 1)[1].split(".", 1)[0]
+    if account is None:
+        raise StorageError(
+            f"cannot read {uri}: expected AZURE_STORAGE_ACCOUNT_NAME in {entry.origin} (or an abfss://container@account… URI), found none"
+        )
+    args: dict = {}
+    if key := get("AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_ACCESS_KEY"):
+        args["account_key"] = key
+    if sas := get("AZURE_STORAGE_SAS_KEY", "AZURE_STORAGE_SAS_TOKEN"):
+        args["sas_token"] = sas
+    for name, arg in (("AZURE_STORAGE_CLIENT_ID", "client_id"), ("AZURE_STORAGE_CLIENT_SECRET", "client_secret"),
+                      ("AZURE_STORAGE_TENANT_ID", "tenant_id")):
+        if value := get(name, name.replace("STORAGE_", "")):
+            args[arg] = value
+    if (get("AZURE_STORAGE_USE_EMULATOR") or "").lower() == "true":
+        args.update(blob_storage_authority="127.0.0.1:10000", blob_storage_scheme="http",
+                    dfs_storage_authority="127.0.0.1:10000", dfs_storage_scheme="http")
+    return pafs.AzureFileSystem(account, **args)
+
+
+def _gcs(entry: Registration, uri: str) -> pafs.FileSystem:
+    """pyarrow's GCS client. It takes no service account key: credentials come from its
+    default chain (GOOGLE_APPLICATION_CREDENTIALS, or the machine's identity)."""
+    given = [k for k, _ in entry.options if k.upper().startswith("GOOGLE_SERVICE_ACCOUNT")]
+    if given:
+        raise StorageError(
+            f"cannot read {uri} on the driver: {given[0]} in {entry.origin} is a delta-rs setting that pyarrow's GCS "
+            "client (used for driver-side reads) cannot take; set GOOGLE_APPLICATION_CREDENTIALS to the key file's path "
+            "in the environment instead"
+        )
+    return pafs.GcsFileSystem()
+
+
+# --- files -----------------------------------------------------------------------------------
+def read_bytes(uri: str) -> bytes | None:
+    """The content of the file at ``uri``; None when there is none."""
+    fs, path = filesystem(uri)
+    with failures(uri):
+        try:
+            with fs.open_input_stream(path) as f:
+                return f.read()
+        except FileNotFoundError:
+            return None
+
+
+def exists(uri: str) -> bool:
+    """Whether a file is at ``uri`` (one HEAD request on an object store)."""
+    fs, path = filesystem(uri)
+    with failures(uri):
+        try:
+            fs.open_input_stream(path).close()
+        except FileNotFoundError:
+            return False
+    return True
+
+
+def identity(uri: str) -> tuple | None:
+    """What tells the file at ``uri`` from another one written there later (size and
+    modification time; the inode too on a local disk); None when there is none."""
+    local = local_path(uri)
+    if local is not None:
+        import os
+
+        try:
+            info = os.stat(local)
+        except OSError:
+            return None
+        return info.st_ino, info.st_size, info.st_mtime_ns
+    fs, path = filesystem(uri)
+    with failures(uri):
+        info = fs.get_file_info(path)
+    return None if info.type != pafs.FileType.File else (info.size, info.mtime_ns)
+
+
+def missing_file(uri: str) -> FileNotFoundError:
+    """The error for a data file the log names and the store does not have (the engine
+    turns it into a rebuild, ``errors.LostDataFile``)."""
+    return FileNotFoundError(errno.ENOENT, f"No such file or directory: {uri}", uri)
+
+
+# --- failures --------------------------------------------------------------------------------
+_NO_BUCKET = ("NoSuchBucket", "NO_SUCH_BUCKET", "ContainerNotFound", "bucket does not exist", "NoSuchContainer")
+_REFUSED_CREDENTIALS = (
+    "InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "ACCESS_DENIED", "AuthenticationFailed",
+    "AuthorizationFailure", "403 Forbidden", "InvalidClientTokenId", "ExpiredToken",
+)
+_UNREACHABLE = ("Connection refused", "error sending request", "dns error", "NETWORK_CONNECTION", "Couldn't connect", "tcp connect error")
+
+
+def failure(exc: BaseException, uri: str) -> StorageError | None:
+    """A :class:`StorageError` naming the table and the setting to check, when ``exc`` (from
+    delta-rs or pyarrow, at ``uri``) is a missing bucket, refused credentials or an
+    unreachable store; a redacted copy when its text holds a secret; None otherwise."""
+    text = str(exc)
+    entry = registration(uri)
+    origin = entry.origin if entry is not None else "the environment (no storage_options registered for it)"
+    store = _store_of(uri)
+    if any(m in text for m in _NO_BUCKET):
+        return StorageError(
+            f"cannot reach the Delta table {uri}: its {store} does not exist. Check the path in ivm.yaml, or create the "
+            f"{store}; the endpoint comes from {_endpoint_hint(entry)} in {origin}."
+        )
+    if any(m in text for m in _REFUSED_CREDENTIALS):
+        keys = _credential_keys(uri)
+        return StorageError(
+            f"the store refused the credentials for the Delta table {uri} ({_first_marker(text, _REFUSED_CREDENTIALS)}). "
+            f"Check {keys} in {origin}."
+        )
+    if any(m in text for m in _UNREACHABLE):
+        return StorageError(
+            f"cannot connect to the store of the Delta table {uri}. Check {_endpoint_hint(entry)} in {origin}, and that "
+            "the store is up."
+        )
+    if redact(text) != text:
+        return StorageError(f"storage error at {uri}: {redact(text)}")
+    return None
+
+
+@contextmanager
+def failures(uri: str) -> Iterator[None]:
+    """Raise :func:`failure`'s error instead of a storage client's own when it has one, with
+    the client's exception not chained (its text might hold a URL with a SAS token)."""
+    found: StorageError | None = None
+    try:
+        yield
+    except Exception as exc:  # delta-rs raises DeltaError or OSError, pyarrow OSError
+        if isinstance(exc, (StorageError, FileNotFoundError)):
+            raise
+        found = failure(exc, uri)
+        if found is None:
+            raise
+    if found is not None:
+        raise found from None
+
+
+def _store_of(uri: str) -> str:
+    scheme = urlparse(uri).scheme.lower()
+    name = urlparse(uri).netloc
+    if scheme in _S3:
+        return f"bucket {name!r}"
+    if scheme in _AZURE:
+        return f"container {name.split('@', 1)[0]!r}"
+    if scheme in _GCS:
+        return f"bucket {name!r}"
+    return "location"
+
+
+def _endpoint_hint(entry: Registration | None) -> str:
+    if entry is not None:
+        for key, _ in entry.options:
+            if "ENDPOINT" in key.upper() or "USE_EMULATOR" in key.upper():
+                return key
+    return "the endpoint setting (AWS_ENDPOINT_URL)"
+
+
+def _credential_keys(uri: str) -> str:
+    scheme = urlparse(uri).scheme.lower()
+    if scheme in _AZURE:
+        return "AZURE_STORAGE_ACCOUNT_NAME / AZURE_STORAGE_ACCOUNT_KEY (or AZURE_STORAGE_SAS_TOKEN)"
+    if scheme in _GCS:
+        return "GOOGLE_SERVICE_ACCOUNT / GOOGLE_APPLICATION_CREDENTIALS"
+    return "AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (and AWS_REGION)"
+
+
+def _first_marker(text: str, markers: tuple[str, ...]) -> str:
+    return next(m for m in markers if m in text)
