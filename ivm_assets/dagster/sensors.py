@@ -27,6 +27,7 @@ from dagster._core.definitions.data_version import DATA_VERSION_TAG  # "dagster/
 
 from ivm_assets.dagster.asset_decorator import build_ivm_specs, default_op_name
 from ivm_assets.dagster.sources import source_version
+from ivm_assets.delta import tables as delta
 from ivm_assets.dagster.translator import IvmTranslator
 from ivm_assets.errors import SourceError
 from ivm_assets.project import IvmProject
@@ -143,11 +144,14 @@ def build_ivm_source_sensor(
 def _poll(project: IvmProject, context) -> tuple[dict[str, int] | None, dict[str, int], set[str], str]:
     """(versions in the cursor, versions now, sources that moved, the new cursor)."""
     now: dict[str, int] = {}
-    for source, uri in project.sources.items():
-        try:
-            now[source] = source_version(uri)
-        except SourceError as exc:
-            context.log.warning(f"source `{source}` skipped this tick: {exc}")
+    # Handles kept from tick to tick: on an object store a source that did not move costs two
+    # HEAD requests a tick, one that moved a read of its new commits, not a replay of its log.
+    with delta.reusing_handles():
+        for source, uri in project.sources.items():
+            try:
+                now[source] = source_version(uri)
+            except SourceError as exc:
+                context.log.warning(f"source `{source}` skipped this tick: {exc}")
     before = read_cursor(context.cursor)
     if context.cursor and before is None:
         context.log.warning(f"unreadable cursor {context.cursor[:200]!r}; starting over from the current source versions")

@@ -57,7 +57,8 @@ def ivm_source_assets(
     def _observe_sources(context) -> Iterator[dg.ObserveResult]:
         for key in context.selected_asset_keys:
             source = by_key[key]
-            version = source_version(project.sources[source])
+            with delta.reusing_handles():  # kept between observations (see the sensor's _poll)
+                version = source_version(project.sources[source])
             yield dg.ObserveResult(
                 asset_key=key,
                 data_version=dg.DataVersion(str(version)),

@@ -30,7 +30,7 @@ from __future__ import annotations
 import errno
 import re
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from urllib.parse import urlparse
@@ -59,7 +59,12 @@ _lock = threading.Lock()
 _registered: dict[str, Registration] = {}
 _filesystems: dict[tuple, pafs.FileSystem] = {}
 # Called with a prefix whose options changed: handles opened with the old ones are dropped.
-_on_change: list = []
+_on_change: list[Callable[[str], None]] = []
+
+
+def on_change(callback: Callable[[str], None]) -> None:
+    """Call ``callback(prefix)`` when the options registered for ``prefix`` change."""
+    _on_change.append(callback)
 
 _SECRET_KEY = re.compile(r"SECRET|TOKEN|PASSWORD|CREDENTIAL|_KEY|^KEY|SAS", re.IGNORECASE)
 

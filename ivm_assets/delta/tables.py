@@ -189,7 +189,7 @@ def _forget_under(prefix: str) -> None:
             del _kept[uri]
 
 
-storage._on_change.append(_forget_under)
+storage.on_change(_forget_under)
 
 
 def _commit_file_identity(uri: str, version: int) -> tuple | None:
@@ -330,14 +330,23 @@ def _known_latest(uri: str) -> int | None:
     if block is None:
         return None
     held = [v for u, v in block.handles if u == uri]
-    if not held:
-        kept = _take_kept(uri, None)
-        if kept is None:
-            return None
-        block.handles.setdefault((uri, kept.version()), kept)
-        held = [kept.version()]
-    newest = max(held)
-    return None if storage.exists(_commit_file(uri, newest + 1)) else newest
+    if held:
+        newest = max(held)
+        return None if storage.exists(_commit_file(uri, newest + 1)) else newest
+    kept = _take_kept(uri, None)
+    if kept is None:
+        return None
+    if storage.exists(_commit_file(uri, kept.version() + 1)):
+        # The table moved on since this process last read it (a source between two sensor
+        # ticks or refreshes): this handle is not shared yet, so it is brought up to date in
+        # place, reading the new commits only (a listing from its version and a GET each),
+        # instead of an open that replays the log from its checkpoint.
+        global log_reads
+        log_reads += 1
+        with storage.failures(uri):
+            kept.update_incremental()
+    block.handles.setdefault((uri, kept.version()), kept)
+    return kept.version()
 
 
 def _listed_latest(uri: str) -> int | None:

@@ -327,3 +327,21 @@ def test_the_secret_appears_in_no_artefact(s3_project, caplog, capfd):
     assert any("/_progress/_delta_log/" in key for key in objects) and any(key.startswith("warehouse/sales/") for key in objects)
     assert [name for name, body in objects.items() if secret.encode() in body] == []
     assert [text[:200] for text in shown if secret in text] == []
+
+
+def test_a_source_that_moved_is_read_from_its_new_commits_only(s3_project):
+    """A process that read a source before (a sensor's last tick, the last refresh) brings its
+    kept handle up to date with the new commits instead of replaying the source's log."""
+    uri = s3_project.source("events", {"id": pa.array([0], pa.int64())})
+    for i in range(1, 15):
+        delta.write(uri, pa.table({"id": pa.array([i], pa.int64())}), mode="append")
+    with delta.reusing_handles():
+        assert delta.latest_version(uri) == 14
+    delta.write(uri, pa.table({"id": pa.array([15], pa.int64())}), mode="append")
+    server = s3_project.server
+    mark = server.mark()
+    with delta.reusing_handles():
+        assert delta.latest_version(uri) == 15
+    requests = server.requests_since(mark)
+    old_commits = [p for _, p, _ in requests if any(p.endswith(f"{v:020d}.json") for v in range(14))]
+    assert old_commits == [] and len(requests) <= 6, requests
