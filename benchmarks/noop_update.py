@@ -77,8 +77,8 @@ def main() -> None:
     text = "\n".join(lines) + "\n"
     print(text)
     out = HERE / "results" / f"noop_update_sf{args.sf:g}"
-    out.with_suffix(".md").write_text(text)
-    out.with_suffix(".json").write_text(json.dumps(results, indent=1))
+    out.with_name(out.name + ".md").write_text(text)
+    out.with_name(out.name + ".json").write_text(json.dumps(results, indent=1))
     stop_spark()
 
 

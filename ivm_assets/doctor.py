@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -38,6 +37,8 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
+
+from ivm_assets.spark.session import java_executable
 
 if TYPE_CHECKING:
     from ivm_assets.project import IvmProject
@@ -101,25 +102,24 @@ def check_python() -> CheckResult:
 def check_java(environ: Mapping[str, str], *, remote: str | None = None) -> CheckResult:
     """Java as Spark's launcher finds it: ``$JAVA_HOME/bin/java`` if JAVA_HOME is set, else PATH."""
     on_connect = remote is not None and remote != "local"
+    found = java_executable(environ)
     if environ.get("JAVA_HOME"):
-        java = Path(environ["JAVA_HOME"]) / "bin" / "java"
         where = "$JAVA_HOME/bin/java"
-        if not os.access(java, os.X_OK):
+        if found is None:
             if on_connect:
                 return CheckResult("java", "SKIP", f"JAVA_HOME is set but {where} does not exist; not needed: Spark runs at the Connect server")
             return CheckResult(
                 "java", "FAIL", f"JAVA_HOME is set but {where} does not exist (Spark uses JAVA_HOME before PATH)",
                 f"point JAVA_HOME at a Java {MIN_JAVA}+ installation (the folder holding bin/java), or unset it to use `java` on PATH",
             )
+    elif found is None:
+        if on_connect:
+            return CheckResult("java", "SKIP", "no `java` on PATH; not needed: Spark runs at the Connect server")
+        return CheckResult("java", "FAIL", "no `java` on PATH and JAVA_HOME is not set; Spark needs Java",
+                           f"{_INSTALL_JAVA}, then run `ivm doctor` again")
     else:
-        found = shutil.which("java", path=environ.get("PATH", ""))
-        if found is None:
-            if on_connect:
-                return CheckResult("java", "SKIP", "no `java` on PATH; not needed: Spark runs at the Connect server")
-            return CheckResult("java", "FAIL", "no `java` on PATH and JAVA_HOME is not set; Spark needs Java",
-                               f"{_INSTALL_JAVA}, then run `ivm doctor` again")
-        java, where = Path(found), f"{found} on PATH"
-    version = _java_version(java)
+        where = f"{found} on PATH"
+    version = _java_version(Path(found))
     if version is None:
         return CheckResult("java", "FAIL", f"{where} did not report a version (`java -version`)",
                            f"check that it runs; {_INSTALL_JAVA}")

@@ -8,6 +8,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from collections.abc import Iterator, Mapping
@@ -20,13 +21,13 @@ from pyspark.sql import types as T
 from ivm_assets.config import ProjectConfig, SourceSettings, ViewSettings, case_collisions, load_config, name_problem, resolve_options
 from ivm_assets.delta import storage
 from ivm_assets.delta import tables as delta
-from ivm_assets.engine.compile import CompiledView, ViewDefinition, compile_view
+from ivm_assets.engine.compile import CompiledView, ViewDefinition, compile_key, compile_view
 from ivm_assets.engine.cost import estimate
 from ivm_assets.engine.explain import explain_view
 from ivm_assets.engine.refresh import RefreshResult, ViewLocation, refresh_view
 from ivm_assets.errors import ConfigError, NotIncrementalError, SourceError, SqlError, ViewCycleError
 from ivm_assets.spark.arrow import spark_schema
-from ivm_assets.spark.session import get_spark, semantics
+from ivm_assets.spark.session import LazySession, semantics
 from ivm_assets.sql.parse import parse_view, referenced_tables
 from ivm_assets.state.claim import DEFAULT_WAIT_SECONDS, ClaimSettings, new_run_id
 from ivm_assets.state.progress import Progress
@@ -88,7 +89,8 @@ class IvmProject:
         self.sources = {name: _resolve(root, config.source_path(name)) for name in config.sources}
         self._storage = (dict(storage_options or {}), storage_origin)
         self._register_storage()
-        self._spark = spark
+        # Started on first use (:class:`LazySession`): a small refresh may need no Spark at all.
+        self._spark: SparkSession | LazySession = spark if spark is not None else LazySession()
         # Compiling asks Spark to analyze the SQL; a view whose SQL and input schemas are
         # unchanged compiles to the same dataflow, so it is kept between refreshes.
         self._compiled: dict[tuple, CompiledView] = {}
@@ -231,9 +233,8 @@ class IvmProject:
 
     @property
     def spark(self) -> SparkSession:
-        if self._spark is None:
-            self._spark = get_spark()
-        return self._spark
+        """The project's Spark session, started now if it was not yet."""
+        return self._spark.session() if isinstance(self._spark, LazySession) else self._spark
 
     def location(self, view: str) -> ViewLocation:
         return ViewLocation(output=f"{self.warehouse}/{view}", state_root=f"{self.warehouse}/_ivm/{view}")
@@ -270,9 +271,14 @@ class IvmProject:
                 )
 
     def compile(self, views: list[str] | None = None) -> dict[str, CompiledView]:
-        """Compile ``views`` and everything they depend on, in dependency order."""
+        """Compile ``views`` and everything they depend on, in dependency order.
+
+        Spark's analysis of a view (its result schema) is recorded with every epoch under a
+        key of everything it depends on (:func:`compile_key`); a view whose last epoch
+        recorded the same key compiles from that record, without starting Spark.
+        """
         wanted = self._with_upstream(views)
-        settings = tuple(sorted(semantics(self.spark).items()))  # a view compiles anew when they change
+        settings = semantics(self._spark)  # a view compiles anew when they change
         schemas: dict[str, T.StructType] = {}
         compiled: dict[str, CompiledView] = {}
         for name in self.order:
@@ -282,10 +288,13 @@ class IvmProject:
             for dep in view.dependencies:
                 if dep not in schemas and dep in self.sources:
                     schemas[dep] = self._source_schema(dep, view)
-            key = (name, view.sql_hash, view.settings.refresh, tuple(schemas[d].json() for d in view.dependencies), settings)
-            if key not in self._compiled:
-                self._compiled[key] = compile_view(self.spark, view, schemas)
-            compiled[name] = self._compiled[key]
+            key = compile_key(view, [schemas[d] for d in view.dependencies], settings)
+            if (name, key) not in self._compiled:
+                last = Progress(self.location(name).progress).last_committed()
+                recorded = (last.payload.get("compiled") or {}) if last is not None else {}
+                schema = T.StructType.fromJson(json.loads(recorded["schema"])) if recorded.get("key") == key else None
+                self._compiled[(name, key)] = compile_view(self._spark, view, schemas, semantics=settings, key=key, schema=schema)
+            compiled[name] = self._compiled[(name, key)]
             schemas[name] = compiled[name].schema
         return compiled
 
@@ -351,7 +360,7 @@ class IvmProject:
                 relations = {d: self.relation_uri(d) for d in compiled[name].definition.dependencies}
                 with delta.reusing_handles(handles):
                     result = refresh_view(
-                        self.spark, compiled[name], where=self.location(name), relations=relations,
+                        self._spark, compiled[name], where=self.location(name), relations=relations,
                         buckets=self.config.state_buckets, full=full and name in selected, claim=claim,
                     )
                 yield result

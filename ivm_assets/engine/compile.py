@@ -6,10 +6,13 @@ types of the result); sqlglot supplies the structure the incremental plan is bui
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
+import pyspark
 from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
@@ -20,7 +23,7 @@ from sqlglot.optimizer.qualify import qualify
 from ivm_assets.config import ViewSettings
 from ivm_assets.errors import NotIncrementalError, SqlError
 from ivm_assets.operators.base import Operator
-from ivm_assets.spark.session import semantics
+from ivm_assets.spark.session import LazySession
 from ivm_assets.sql.constructs import Finding, find_non_incremental, locate
 from ivm_assets.sql.dialect import DIALECT
 from ivm_assets.sql.incrementalize import incrementalize
@@ -65,6 +68,13 @@ class CompiledView:
     # The Spark settings the view was analyzed under and is computed under (ANSI mode, time
     # zone: :func:`~ivm_assets.spark.session.semantics`); an epoch records them.
     semantics: dict[str, str] = field(default_factory=dict)
+    # What Spark's analysis of the view depends on (:func:`compile_key`), recorded with each
+    # epoch beside the schema it gave, so that a later process compiles without Spark.
+    key: str = ""
+
+    def record(self) -> dict[str, str]:
+        """What an epoch records for :func:`compile_view` to use instead of Spark's analysis."""
+        return {"key": self.key, "schema": self.schema.json()}
 
     @property
     def name(self) -> str:
@@ -101,10 +111,28 @@ def analyze(spark: SparkSession, view: ViewDefinition, schemas: Mapping[str, T.S
     return T.StructType([T.StructField(f.name, f.dataType, True) for f in schema.fields])
 
 
-def compile_view(spark: SparkSession, view: ViewDefinition, schemas: Mapping[str, T.StructType]) -> CompiledView:
-    """Analyze ``view`` and build its incremental dataflow (or record why there is none)."""
-    schema = analyze(spark, view, schemas)
-    compiled = CompiledView(view, schema, find_non_incremental(view.statement, view.text), sql=view.text, semantics=semantics(spark))
+def compile_key(view: ViewDefinition, inputs: list[T.StructType], settings: Mapping[str, str]) -> str:
+    """A digest of everything Spark's analysis of ``view`` depends on: its SQL, the schemas of
+    the relations it reads (in its dependency order), the session's semantic settings and
+    Spark's version (the view's refresh policy too, which decides what compiling raises)."""
+    parts = [view.sql_hash, view.settings.refresh, *(s.json() for s in inputs), json.dumps(dict(sorted(settings.items()))),
+             pyspark.__version__]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def compile_view(
+    spark: SparkSession | LazySession, view: ViewDefinition, schemas: Mapping[str, T.StructType], *,
+    semantics: Mapping[str, str], key: str = "", schema: T.StructType | None = None,
+) -> CompiledView:
+    """Analyze ``view`` and build its incremental dataflow (or record why there is none).
+
+    ``schema``: the result schema an earlier analysis under the same ``key`` recorded; then
+    Spark is not asked again (the rest of compiling needs no Spark).
+    """
+    schema = schema if schema is not None else analyze(spark, view, schemas)
+    compiled = CompiledView(
+        view, schema, find_non_incremental(view.statement, view.text), sql=view.text, semantics=dict(semantics), key=key
+    )
     sg_schema = {n: {f.name: f.dataType.simpleString() for f in schemas[n].fields} for n in view.dependencies}
     if any(isinstance(n, exp.Window) or (isinstance(n, exp.Limit) and n.parent.args.get("order")) for n in view.statement.walk()):
         # Ties ordered as the incremental plan orders them, for the recomputes too.

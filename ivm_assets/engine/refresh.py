@@ -16,19 +16,21 @@ from __future__ import annotations
 import os
 import re
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from ivm_assets import decimal_rules
 from ivm_assets.delta import tables as delta
 from ivm_assets.delta.tables import WEIGHT, Epoch
 from ivm_assets.engine import changes as cdc
 from ivm_assets.engine import output
 from ivm_assets.engine.compile import CompiledView
 from ivm_assets.engine.cost import estimate
-from ivm_assets import decimal_rules
 from ivm_assets.errors import (
     CommitConflictError, ExpressionError, InexactAggregate, LostDataFile, RebuildNeeded, RefreshError,
 )
@@ -36,7 +38,7 @@ from ivm_assets.local.epoch import LOCAL_CHANGE_ROWS, LocalEpoch, Untranslatable
 from ivm_assets.operators.base import Batch, EpochContext, discard_pending, materialize
 from ivm_assets.spark.arrow import arrow_schema, to_spark
 from ivm_assets.spark.metrics import counting_jobs
-from ivm_assets.spark.session import SEMANTIC_SETTINGS, tuned_for
+from ivm_assets.spark.session import SEMANTIC_SETTINGS, LazySession, tuned_for
 from ivm_assets.sql.incrementalize import fingerprint, operators
 from ivm_assets.state.arrangement import FORMAT
 from ivm_assets.state.claim import ClaimSettings, hold
@@ -201,11 +203,10 @@ def _execute(
     epoch = Epoch(f"ivm:{view.name}", record.epoch, {"ivm.view": view.name, "ivm.mode": record.mode})
     notes: dict[str, str] = {}
     try:
-        with tuned_for(spark, small=record.mode != "full"), counting_jobs(spark) as jobs:
-            try:
-                stats = _run_epoch(spark, view, where, relations, record, epoch, buckets, notes)
-            finally:
-                discard_pending()
+        try:
+            stats = _run_epoch(spark, view, where, relations, record, epoch, buckets, notes)
+        finally:
+            discard_pending()
     except CommitConflictError as exc:
         raise RefreshError(
             f"view {view.name!r}: a table changed under epoch {record.epoch} of this refresh: {exc}. "
@@ -220,9 +221,17 @@ def _execute(
         if _data_error(exc):
             raise ExpressionError(view.name, str(exc)) from exc
         raise
-    if jobs.value is not None:
-        stats["spark_jobs"] = jobs.value
     return stats, notes.get("engine")
+
+
+@contextmanager
+def _in_spark(spark: SparkSession | LazySession, stats: dict, *, small: bool) -> Iterator[None]:
+    """Spark work of an epoch: settings tuned to its size, its jobs counted in ``stats``.
+    Entered only where an epoch needs Spark (a lazy session starts here)."""
+    with tuned_for(spark, small=small), counting_jobs(spark) as jobs:
+        yield
+    if jobs.value is not None:
+        stats["spark_jobs"] = stats.get("spark_jobs", 0) + jobs.value
 
 
 def _data_error(exc: BaseException) -> bool:
@@ -351,6 +360,7 @@ def _plan_epoch(
         "output_version": delta.latest_version(where.output) if delta.is_delta_table(where.output) else None,
         "sql_hash": view.definition.sql_hash,
         "semantics": view.semantics,
+        "compiled": view.record(),
         "cost": {**cost.to_json(), "text": cost.describe()} if cost else None,
     }
     number = state.latest.epoch + 1 if state.latest else 1
@@ -427,43 +437,62 @@ def _source_problem(view: CompiledView, last: dict, sources: dict, relations: di
 
 
 def _run_epoch(
-    spark: SparkSession, view: CompiledView, where: ViewLocation, relations: dict[str, str], record: EpochRecord, epoch: Epoch,
-    buckets: int, notes: dict[str, str],
+    spark: SparkSession | LazySession, view: CompiledView, where: ViewLocation, relations: dict[str, str], record: EpochRecord,
+    epoch: Epoch, buckets: int, notes: dict[str, str],
 ) -> dict:
+    """Compute the epoch ``record`` planned and commit it (state, then output). An
+    incremental epoch runs in process when it can, and touches ``spark`` only otherwise."""
     sources = record.payload["sources"]
+    full = record.mode == "full"
     stats: dict[str, int] = {}
     change_rows: dict[str, int] = {}
     tables: dict[str, pa.Table] = {}
-    if record.mode == "full":
-        frames = {
-            name: cdc.read_full(spark, relations[name], s["to"], columns=cdc.used_columns(view.root, name))
-            for name, s in sources.items()
-        }
-    else:
+    if not full:
         for name, s in sources.items():
             tables[name] = cdc.read_range(name, relations[name], s["from"], s["to"], columns=cdc.used_columns(view.root, name))
             change_rows[name] = tables[name].num_rows
         stats.update({f"rows_in.{name}": rows for name, rows in change_rows.items()})
         stats["rows_in"] = sum(change_rows.values())
-        frames = {}  # made from the Arrow tables if the epoch runs in Spark
     if view.root is None:
-        frames = frames or {name: to_spark(spark, table) for name, table in tables.items()}
-        return {**stats, **_recompute(spark, view, where, frames, epoch, record.payload["output_version"])}
+        with _in_spark(spark, stats, small=not full):
+            frames = {name: to_spark(spark, table) for name, table in tables.items()} or {
+                name: cdc.read_full(spark, relations[name], s["to"]) for name, s in sources.items()
+            }
+            stats.update(_recompute(spark, view, where, frames, epoch, record.payload["output_version"]))
+        return stats
     ctx = EpochContext(
-        spark, epoch, record.mode == "full", where.state_root, buckets, frames, record.payload["state_versions"], stats,
+        spark, epoch, full, where.state_root, buckets, {}, record.payload["state_versions"], stats,
         record.payload.get("state_layouts", {}), change_rows, ansi=view.semantics.get("ansi") == "true",
+        time_zone=view.semantics.get("time_zone", "UTC"),
     )
     if view.root.unchanged(ctx):
         stats["rows_out"] = 0
         return stats  # no source change reaches the view: no state or output to touch
-    computed = _in_process(ctx, view, tables, notes) if record.mode != "full" else None
-    if computed is None:
-        ctx.changes.update({name: to_spark(spark, table) for name, table in tables.items()})
-        change = view.root.step(ctx)
-        shaped = output.shape(change, view.root.columns, view.schema)
+    computed = _in_process(ctx, view, tables, notes) if not full else None
+    if computed is not None:
+        _commit(ctx, view, where, record, epoch, stats, computed, None)
+        return stats
+    with _in_spark(spark, stats, small=not full):
+        if full:
+            ctx.changes.update({
+                name: cdc.read_full(spark, relations[name], s["to"], columns=cdc.used_columns(view.root, name))
+                for name, s in sources.items()
+            })
+        else:
+            ctx.changes.update({name: to_spark(spark, table) for name, table in tables.items()})
+        shaped = output.shape(view.root.step(ctx), view.root.columns, view.schema)
         # A full refresh writes its output straight from the plan, which is read once:
         # materializing it first would cost a checkpoint and a count for nothing.
-        computed = materialize(shaped, small=True) if record.mode != "full" else None
+        _commit(ctx, view, where, record, epoch, stats, materialize(shaped, small=True) if not full else None, shaped)
+    return stats
+
+
+def _commit(
+    ctx: EpochContext, view: CompiledView, where: ViewLocation, record: EpochRecord, epoch: Epoch, stats: dict,
+    computed: Batch | None, shaped: DataFrame | None,
+) -> None:
+    """The epoch's commits: each state table's (queued in ``ctx.writes``), then the output's,
+    ``computed`` (an incremental change) merged, or ``shaped`` (a full result) written."""
     for write in ctx.writes:  # state commits first (see the module doc for the order)
         write()
     after = record.payload["output_version"]
@@ -471,7 +500,7 @@ def _run_epoch(
         rows = computed.rows if computed is not None else delta.row_count(where.output, delta.latest_version(where.output))
         if rows is not None:
             stats["rows_out"] = rows
-        return stats
+        return
     if computed is None:
         stats["rows_written"] = stats["rows_out"] = output.overwrite(
             where.output, output.expand(shaped, view.schema.names), view.schema, epoch, after=after
@@ -480,7 +509,6 @@ def _run_epoch(
         stats["rows_out"] = computed.rows
         if computed.rows:
             output.apply_change(where.output, computed, view.schema, epoch, output_version=after)
-    return stats
 
 
 # Set to "spark" to run every epoch in Spark (to compare the two, or to rule one out).

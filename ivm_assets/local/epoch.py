@@ -92,7 +92,7 @@ class LocalEpoch:
 
     def __init__(self, ctx: EpochContext, changes: dict[str, pa.Table]) -> None:
         self.ctx, self.changes = ctx, changes
-        self.con = _in_zone(_connection(), ctx.spark.conf.get("spark.sql.session.timeZone"))
+        self.con = _in_zone(_connection(), ctx.time_zone)
         self._done: dict[str, pa.Table] = {}
 
     def run(self, root: Operator, schema: pa.Schema) -> pa.Table:

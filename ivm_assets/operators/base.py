@@ -231,7 +231,7 @@ def null_safe_match(left: DataFrame, right: DataFrame, pairs: list[tuple[str, st
 class EpochContext:
     """What operators need to process one epoch of one view."""
 
-    spark: SparkSession
+    spark: SparkSession  # or a LazySession: an epoch run in process never starts it
     epoch: Epoch
     full: bool
     state_root: str
@@ -247,9 +247,11 @@ class EpochContext:
     # computes its rows, and by then every pending change set, the output's too, can be
     # computed in one Spark job.
     writes: list[Callable[[], None]] = field(default_factory=list)
-    # Spark's ANSI mode for the session the view is computed in: what an overflow gives
-    # (an error, or NULL) where a rule computes a value outside Spark's own SQL.
+    # Spark's ANSI mode and time zone for the session the view is computed in: what an
+    # overflow gives (an error, or NULL) where a rule computes a value outside Spark's own
+    # SQL, and where the in-process engine reads timestamps.
     ansi: bool = False
+    time_zone: str = "UTC"
 
 
 class Operator(ABC):

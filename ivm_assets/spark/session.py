@@ -78,14 +78,28 @@ SMALL_CHANGE_CONF: dict[str, str] = {
 }
 
 
+def java_executable(environ: Mapping[str, str] | None = None) -> str | None:
+    """The ``java`` Spark's launcher runs: ``$JAVA_HOME/bin/java`` when JAVA_HOME is set
+    (Spark looks there first, PATH or not), else the first on PATH; None when it is not there."""
+    environ = os.environ if environ is None else environ
+    home = environ.get("JAVA_HOME")
+    if home:
+        java = os.path.join(home, "bin", "java")
+        return java if os.access(java, os.X_OK) else None
+    return shutil.which("java", path=environ.get("PATH", ""))
+
+
 def check_java() -> None:
-    """Fail early, with the fix, when no Java runtime is on the machine."""
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        raise IvmError(
-            "Spark needs a Java runtime (17 or newer) but `java` was not found on PATH and "
-            "JAVA_HOME is not set. Install one, e.g. `sudo apt-get install openjdk-17-jre-headless`, "
-            "then run the command again."
-        )
+    """Fail early, with the fix, when Spark would find no Java runtime to start."""
+    if java_executable() is not None:
+        return
+    if os.environ.get("JAVA_HOME"):
+        found = "JAVA_HOME is set but $JAVA_HOME/bin/java does not exist (Spark uses JAVA_HOME before PATH)"
+        fix = "Point JAVA_HOME at a Java 17+ installation (the folder holding bin/java), or unset it to use `java` on PATH"
+    else:
+        found = "`java` was not found on PATH and JAVA_HOME is not set"
+        fix = "Install one, e.g. `sudo apt-get install openjdk-17-jre-headless`"
+    raise IvmError(f"Spark needs a Java runtime (17 or newer) but {found}. {fix}, then run the command again.")
 
 
 def get_spark(
@@ -168,11 +182,51 @@ def tuned_for(spark: SparkSession, *, small: bool) -> Iterator[None]:
 SEMANTIC_SETTINGS = {"ansi": "spark.sql.ansi.enabled", "time_zone": "spark.sql.session.timeZone"}
 
 
-def semantics(spark: SparkSession) -> dict[str, str]:
-    """The session's :data:`SEMANTIC_SETTINGS` (ANSI: Spark 4's default is on)."""
+def semantics(spark: SparkSession | LazySession) -> dict[str, str]:
+    """The session's :data:`SEMANTIC_SETTINGS` (ANSI: Spark 4's default is on); of a
+    :class:`LazySession` not started yet, the ones it will start with."""
+    if isinstance(spark, LazySession) and not spark.started:
+        return spark.planned_semantics()
     found = {name: str(spark.conf.get(key)) for name, key in SEMANTIC_SETTINGS.items()}  # unset: Spark's default
     found["ansi"] = found["ansi"].lower()
     return found
+
+
+class LazySession:
+    """The Spark session :func:`get_spark` gives, started when something first uses it.
+
+    A refresh holds one, and touches it only when a view must be analyzed or an epoch runs
+    in Spark: a small refresh whose view compiles from its records and whose epoch runs in
+    process starts no JVM (Spark takes ~10 s to start, the epoch ~0.1 s). Every attribute
+    of a session is the started session's.
+    """
+
+    def __init__(self, *, master: str | None = None, remote: str | None = None, conf: Mapping[str, str] | None = None) -> None:
+        self._master, self._remote, self._conf = master, remote, dict(conf or {})
+        self._session: SparkSession | None = None
+
+    @property
+    def started(self) -> bool:
+        return self._session is not None
+
+    def session(self) -> SparkSession:
+        if self._session is None:
+            self._session = get_spark(master=self._master, remote=self._remote, conf=self._conf)
+        return self._session
+
+    def planned_semantics(self) -> dict[str, str]:
+        """The :data:`SEMANTIC_SETTINGS` the session will have, known without starting it
+        for a local session (from the settings it is made with); a Spark Connect session's
+        come from its server, so that one is asked (connecting starts no local JVM)."""
+        active = SparkSession.getActiveSession()
+        remote = self._remote if self._remote is not None or self._master is not None else os.environ.get("IVM_SPARK_REMOTE")
+        if active is not None or remote:
+            return semantics(self.session())
+        conf = {**DEFAULT_CONF, **self._conf}
+        return {"ansi": str(conf.get(SEMANTIC_SETTINGS["ansi"], "true")).lower(), "time_zone": conf[SEMANTIC_SETTINGS["time_zone"]]}
+
+    def __getattr__(self, name: str):
+        return getattr(self.session(), name)
 
 
 def describe(spark: SparkSession) -> str:
