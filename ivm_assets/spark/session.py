@@ -219,8 +219,10 @@ class LazySession:
         for a local session (from the settings it is made with); a Spark Connect session's
         come from its server, so that one is asked (connecting starts no local JVM)."""
         active = SparkSession.getActiveSession()
+        if active is not None:  # the session get_spark would give
+            return semantics(active)
         remote = self._remote if self._remote is not None or self._master is not None else os.environ.get("IVM_SPARK_REMOTE")
-        if active is not None or remote:
+        if remote:
             return semantics(self.session())
         conf = {**DEFAULT_CONF, **self._conf}
         return {"ansi": str(conf.get(SEMANTIC_SETTINGS["ansi"], "true")).lower(), "time_zone": conf[SEMANTIC_SETTINGS["time_zone"]]}
