@@ -1,11 +1,17 @@
-"""ivm_assets: incrementally maintained SQL views over Delta Lake, computed with Spark."""
+"""ivm_assets: incrementally maintained SQL views over Delta Lake, computed with Spark.
+
+The public names load on first use: ``import ivm_assets`` (and ``ivm --help``) pulls in
+neither pyspark nor dagster; ``ivm_assets.IvmProject`` imports the engine.
+"""
 
 from __future__ import annotations
 
-from ivm_assets.engine.refresh import RefreshResult
+import importlib
+
 from ivm_assets.errors import (
     CommitConflictError,
     ConfigError,
+    ExpressionError,
     IvmError,
     NotIncrementalError,
     RefreshError,
@@ -14,11 +20,20 @@ from ivm_assets.errors import (
     ViewBusyError,
     ViewCycleError,
 )
-from ivm_assets.project import IvmProject, ViewStatus
+
+# Name → module, imported when the name is first asked for. Dagster components are found as
+# `ivm_assets.<Name>` (the `dagster_dg_cli.registry_modules` entry point names this package).
+_LAZY = {
+    "IvmProject": "ivm_assets.project",
+    "ViewStatus": "ivm_assets.project",
+    "RefreshResult": "ivm_assets.engine.refresh",
+    "IvmProjectComponent": "ivm_assets.dagster.components.ivm_project.component",
+}
 
 __all__ = [
     "CommitConflictError",
     "ConfigError",
+    "ExpressionError",
     "IvmError",
     "IvmProject",
     "NotIncrementalError",
@@ -31,18 +46,14 @@ __all__ = [
     "ViewStatus",
 ]
 
-# Dagster components are found as `ivm_assets.<Name>` (the `dagster_dg_cli.registry_modules`
-# entry point names this package); they load lazily so the engine does not need Dagster.
-_COMPONENTS = {"IvmProjectComponent": "ivm_assets.dagster.components.ivm_project.component"}
-
 
 def __getattr__(name: str):
-    if name in _COMPONENTS:
-        import importlib
-
-        return getattr(importlib.import_module(_COMPONENTS[name]), name)
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value  # later lookups skip this function
+        return value
     raise AttributeError(f"module 'ivm_assets' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_COMPONENTS])
+    return sorted([*globals(), *_LAZY])

@@ -129,9 +129,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return run(argv)
     finally:
-        from ivm_assets.spark.session import stop_spark
-
-        stop_spark()
+        # Only a command that used Spark has a session to stop (the module is loaded then);
+        # importing it here would cost `ivm --help` pyspark's import.
+        session = sys.modules.get("ivm_assets.spark.session")
+        if session is not None:
+            session.stop_spark()
 
 
 if __name__ == "__main__":

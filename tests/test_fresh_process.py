@@ -54,3 +54,12 @@ def test_a_small_refresh_in_a_fresh_process_needs_no_java(builder, tmp_path):
                            "ON o.cust = c.id GROUP BY c.name")
     failed = _refresh(builder.root, env, "totals")
     assert failed.returncode == 1 and "Java" in failed.stderr and "Traceback" not in failed.stderr
+
+
+def test_import_and_help_load_neither_spark_nor_dagster():
+    """`import ivm_assets` and `ivm --help` are what scripts and shells pay at every call."""
+    probe = "import sys, ivm_assets; print(sorted(m for m in ('pyspark', 'dagster', 'deltalake') if m in sys.modules))"
+    imported = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert imported.stdout.strip() == "[]", imported.stderr
+    helped = subprocess.run([str(_SCRIPT), "--help"], capture_output=True, text=True, timeout=60)
+    assert helped.returncode == 0 and "refresh" in helped.stdout
