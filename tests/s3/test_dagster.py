@@ -39,14 +39,15 @@ def test_demo_views_materialize_on_s3_without_showing_the_secret(s3_project, spa
     orders = config["sources"]["orders"]
     delta.delete_rows(config["sources"]["order_lines"], "order_id = 1")
     delta.update_rows(orders, set_sql={"status": "'shipped'"}, predicate="order_id IN (2, 3)")
-    second = dg.materialize([views], resources={"ivm": resource}, instance=instance)
+    assert {e.asset_key.to_user_string() for e in first.get_asset_materialization_events()} == set(VIEWS)
+    # Two views are enough for the second run: one incremental, one recomputed (PERCENT_RANK).
+    second = dg.materialize([views], selection=["order_status_funnel", "top_customers"], resources={"ivm": resource}, instance=instance)
     assert second.success
     done = {e.materialization.asset_key.to_user_string(): e.materialization for e in second.get_asset_materialization_events()}
-    assert set(done) == set(VIEWS)
     modes = {name: m.metadata["ivm/mode"].value for name, m in done.items()}
-    assert modes["order_status_funnel"] == "incremental" and modes["top_customers"] == "full", modes
+    assert modes == {"order_status_funnel": "incremental", "top_customers": "full"}, modes
     assert all(m.metadata["dagster/uri"].value.startswith("s3://") for m in done.values())
-    assert_oracle(project)
+    assert_oracle(project, ["order_status_funnel", "top_customers"])
     secret = s3_project.server.secret
     shown = [str(e) for result in (first, second) for e in result.all_events]
     shown += [str(record) for result in (first, second) for record in instance.all_logs(result.run_id)]
