@@ -225,7 +225,7 @@ class IvmProject:
         copy._compiled = self._compiled  # the same views over the same tables
         return copy
 
-    def with_spark(self, spark: SparkSession) -> IvmProject:
+    def with_spark(self, spark: SparkSession | LazySession) -> IvmProject:
         """The same project bound to ``spark`` (a session a caller already manages)."""
         if spark is self._spark:
             return self  # keeps the compiled views of earlier refreshes
@@ -235,6 +235,12 @@ class IvmProject:
     def spark(self) -> SparkSession:
         """The project's Spark session, started now if it was not yet."""
         return self._spark.session() if isinstance(self._spark, LazySession) else self._spark
+
+    @property
+    def session(self) -> SparkSession | LazySession:
+        """The project's Spark session as it is: a :class:`LazySession` is not started by
+        asking (what a refresh reports as where it ran)."""
+        return self._spark
 
     def location(self, view: str) -> ViewLocation:
         return ViewLocation(output=f"{self.warehouse}/{view}", state_root=f"{self.warehouse}/_ivm/{view}")

@@ -20,7 +20,7 @@ from pydantic import Field
 from pyspark.sql import SparkSession
 
 from ivm_assets.project import IvmProject
-from ivm_assets.spark.session import get_spark
+from ivm_assets.spark.session import LazySession
 from ivm_assets.state.claim import DEFAULT_WAIT_SECONDS
 
 
@@ -54,19 +54,24 @@ class IvmResource(dg.ConfigurableResource):
 
     def spark_session(self) -> SparkSession:
         """The process-wide session; settings apply only if this creates it."""
+        return self.lazy_session().session()
+
+    def lazy_session(self) -> LazySession:
+        """The session runs use, started only when a run needs Spark: a materialization whose
+        epoch runs in process starts no JVM in the run worker."""
         if self.master and self.remote:
             raise dg.DagsterInvariantViolationError(
                 f"IvmResource: set either `master` ({self.master}) or `remote` ({self.remote}, Spark Connect), not both"
             )
-        return get_spark(master=self.master, remote=self.remote, conf=self.spark_conf)
+        return LazySession(master=self.master, remote=self.remote, conf=self.spark_conf)
 
     def bind(self, project: IvmProject) -> IvmProject:
         """``project`` with this resource's session, warehouse and storage options."""
-        bound = bind_project(project, spark=self.spark_session(), warehouse=self.warehouse)
+        bound = bind_project(project, spark=self.lazy_session(), warehouse=self.warehouse)
         return bound.with_storage_options(self.storage_options, origin="IvmResource.storage_options")
 
 
-def bind_project(project: IvmProject, *, spark: SparkSession, warehouse: str | None = None) -> IvmProject:
+def bind_project(project: IvmProject, *, spark: SparkSession | LazySession, warehouse: str | None = None) -> IvmProject:
     if warehouse is not None:
         config = project.config.model_copy(update={"warehouse": warehouse})
         return project.with_spark(spark).copy_with(config=config)

@@ -38,7 +38,7 @@ def materialize_result(project: IvmProject, result: RefreshResult, spec: dg.Asse
         "ivm/change_rows_out": result.rows_out,
         "ivm/duration_s": round(result.duration_s, 3),
         "dagster/uri": where.output,
-        "ivm/spark": describe(project.spark),
+        "ivm/spark": describe(project.session),
     }
     if result.reason:
         # Markdown wraps in the UI; a plain text value is cut at the column's width.

@@ -225,11 +225,13 @@ def _execute(
 
 
 @contextmanager
-def _in_spark(spark: SparkSession | LazySession, stats: dict, *, small: bool) -> Iterator[None]:
-    """Spark work of an epoch: settings tuned to its size, its jobs counted in ``stats``.
-    Entered only where an epoch needs Spark (a lazy session starts here)."""
-    with tuned_for(spark, small=small), counting_jobs(spark) as jobs:
-        yield
+def _in_spark(spark: SparkSession | LazySession, stats: dict, *, small: bool) -> Iterator[SparkSession]:
+    """Spark work of an epoch, in the session it yields (a lazy one starts here): settings
+    tuned to the epoch's size, its jobs counted in ``stats``. Entered only where an epoch
+    needs Spark."""
+    session = spark.session() if isinstance(spark, LazySession) else spark
+    with tuned_for(session, small=small), counting_jobs(session) as jobs:
+        yield session
     if jobs.value is not None:
         stats["spark_jobs"] = stats.get("spark_jobs", 0) + jobs.value
 
@@ -454,7 +456,7 @@ def _run_epoch(
         stats.update({f"rows_in.{name}": rows for name, rows in change_rows.items()})
         stats["rows_in"] = sum(change_rows.values())
     if view.root is None:
-        with _in_spark(spark, stats, small=not full):
+        with _in_spark(spark, stats, small=not full) as spark:
             frames = {name: to_spark(spark, table) for name, table in tables.items()} or {
                 name: cdc.read_full(spark, relations[name], s["to"]) for name, s in sources.items()
             }
@@ -472,7 +474,8 @@ def _run_epoch(
     if computed is not None:
         _commit(ctx, view, where, record, epoch, stats, computed, None)
         return stats
-    with _in_spark(spark, stats, small=not full):
+    with _in_spark(spark, stats, small=not full) as spark:
+        ctx.spark = spark
         if full:
             ctx.changes.update({
                 name: cdc.read_full(spark, relations[name], s["to"], columns=cdc.used_columns(view.root, name))

@@ -209,6 +209,11 @@ class LazySession:
     def started(self) -> bool:
         return self._session is not None
 
+    @property
+    def master(self) -> str:
+        """The local master the session will run on (when it is not a Connect session)."""
+        return self._master or os.environ.get("IVM_SPARK_MASTER", "local[*]")
+
     def session(self) -> SparkSession:
         if self._session is None:
             self._session = get_spark(master=self._master, remote=self._remote, conf=self._conf)
@@ -221,18 +226,36 @@ class LazySession:
         active = SparkSession.getActiveSession()
         if active is not None:  # the session get_spark would give
             return semantics(active)
-        remote = self._remote if self._remote is not None or self._master is not None else os.environ.get("IVM_SPARK_REMOTE")
+        remote = self.remote
+        if remote == "local":
+            from ivm_assets.spark.connect import server_status
+
+            if server_status() is None:
+                remote = None  # the warm server this would start runs with these very settings
         if remote:
             return semantics(self.session())
         conf = {**DEFAULT_CONF, **self._conf}
         return {"ansi": str(conf.get(SEMANTIC_SETTINGS["ansi"], "true")).lower(), "time_zone": conf[SEMANTIC_SETTINGS["time_zone"]]}
 
+    @property
+    def remote(self) -> str | None:
+        """The Spark Connect server the session will attach to (None: local Spark)."""
+        if self._remote is not None or self._master is not None:
+            return self._remote
+        return os.environ.get("IVM_SPARK_REMOTE") or None
+
     def __getattr__(self, name: str):
         return getattr(self.session(), name)
 
 
-def describe(spark: SparkSession) -> str:
-    """``connect sc://host:port`` for a Spark Connect session, else the master (``local[*]`` …)."""
+def describe(spark: SparkSession | LazySession) -> str:
+    """``connect sc://host:port`` for a Spark Connect session, else the master (``local[*]`` …);
+    for a :class:`LazySession` that nothing started, where it would run, and that it did not."""
+    if isinstance(spark, LazySession):
+        if not spark.started:
+            target = f"connect {spark.remote}" if spark.remote else spark.master
+            return f"{target} (not started: nothing ran in Spark)"
+        spark = spark.session()
     if type(spark).__module__.startswith("pyspark.sql.connect"):
         return f"connect {_connect_urls.get(id(spark), 'sc://?')}"
     return spark.sparkContext.master
