@@ -5,7 +5,7 @@
     ivm status --project DIR
     ivm doctor [--project DIR]
     ivm demo [--dir DIR]
-    ivm spark start|stop|status [--port N] [--conf KEY=VALUE ...]
+    ivm spark start|stop|status [--port N] [--conf KEY=VALUE ...] [--idle-timeout SECONDS]
     ivm --version
 
 Exit status 0 on success, 1 on any ivm_assets error (message on stderr) or failed doctor
@@ -53,6 +53,10 @@ def _parser() -> argparse.ArgumentParser:
     spark.add_argument("action", choices=["start", "stop", "status"])
     spark.add_argument("--port", type=int, default=None, help="port on 127.0.0.1 (default: $IVM_SPARK_CONNECT_PORT or 15002)")
     spark.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting for the server")
+    spark.add_argument(
+        "--idle-timeout", type=_seconds, default=None, metavar="SECONDS",
+        help="stop the server after this long with no client connected (default: run until `ivm spark stop`)",
+    )
     return parser
 
 
@@ -83,7 +87,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "spark":
         from ivm_assets.spark.connect import run_command
 
-        return run_command(args.action, port=args.port, conf=args.conf)
+        return run_command(args.action, port=args.port, conf=args.conf, idle_timeout_s=args.idle_timeout)
     if args.command == "doctor":
         from ivm_assets.doctor import diagnose
 

@@ -6,8 +6,17 @@ warm: a run attaches to it over gRPC in about a second. pyspark's wheel ships th
 (``spark-connect_*.jar``), so no other install is needed.
 
 The server runs detached (its own session), listens on 127.0.0.1 only, and is recorded in
-``<directory>/server.json`` (pid, port, log) so any process can find it, and stop it by that
-pid. ``directory`` defaults to ``$IVM_SPARK_CONNECT_DIR`` or ``~/.ivm/spark-connect``.
+``<directory>/server.json`` (pid, port, log, who started it) so any process can find it, and
+stop it by that pid. ``directory`` defaults to ``$IVM_SPARK_CONNECT_DIR`` or
+``~/.ivm/spark-connect``.
+
+A server that a refresh started on its own (``remote="local"`` with none running) must not
+outlive its use: it stops after ``$IVM_SPARK_CONNECT_IDLE_S`` seconds (default 1800) with
+no client connected. A watchdog process beside it counts the TCP connections established
+to its port (``/proc/net/tcp``: a Connect client holds its gRPC channel open for as long as
+its session lives, a finished run's is closed) and stops it by its pid once none has been
+there for that long. ``ivm spark start`` runs one until ``ivm spark stop``, unless given
+``--idle-timeout``.
 
 Example:
     >>> server = start_server(port=15002)          # doctest: +SKIP
@@ -39,6 +48,7 @@ from ivm_assets.errors import IvmError
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DEFAULT_PORT = 15002
 START_TIMEOUT_S = 180.0
+DEFAULT_IDLE_S = 1800.0
 
 
 @dataclass(frozen=True)
@@ -49,13 +59,31 @@ class ConnectServer:
     port: int
     log: str
     started: float
+    started_by: str = "ivm spark start"
+    # Seconds without a connected client after which the watchdog stops it (None: never).
+    idle_timeout_s: float | None = None
 
     @property
     def url(self) -> str:
         return f"sc://127.0.0.1:{self.port}"
 
-    def summary(self) -> str:
-        return f"Spark Connect server {self.url} (pid {self.pid}, up {time.time() - self.started:.0f} s, log {self.log})"
+    def summary(self, folder: Path | None = None) -> str:
+        text = (
+            f"Spark Connect server {self.url} (pid {self.pid}, up {time.time() - self.started:.0f} s, "
+            f"started by {self.started_by}, log {self.log})"
+        )
+        if self.idle_timeout_s is None:
+            return text + "; runs until `ivm spark stop`"
+        idle_since = _idle_since(folder or default_directory())
+        if idle_since is None:
+            return text + f"; in use: stops {self.idle_timeout_s:.0f} s after its last client leaves"
+        stop_at = time.strftime("%H:%M:%S", time.localtime(idle_since + self.idle_timeout_s))
+        return text + f"; no client since {time.time() - idle_since:.0f} s: stops at {stop_at} unless one connects"
+
+
+def default_idle_timeout() -> float:
+    """How long a server a refresh started on its own waits for a client before stopping."""
+    return float(os.environ.get("IVM_SPARK_CONNECT_IDLE_S", DEFAULT_IDLE_S))
 
 
 def default_directory() -> Path:
@@ -87,12 +115,15 @@ def start_server(
     master: str | None = None,
     conf: Mapping[str, str] | None = None,
     timeout_s: float = START_TIMEOUT_S,
+    started_by: str = "ivm spark start",
+    idle_timeout_s: float | None = None,
 ) -> ConnectServer:
     """Start the local Connect server, or return the one already running in ``directory``.
 
     Safe to call from several processes at once (a file lock serializes them): exactly one
     server is started. ``conf`` adds Spark settings; ``master`` defaults to
-    ``$IVM_SPARK_MASTER`` or ``local[*]``.
+    ``$IVM_SPARK_MASTER`` or ``local[*]``. ``idle_timeout_s``: stop it once no client has
+    been connected for that long (a watchdog process watches it; None: run until stopped).
     """
     from ivm_assets.spark.session import DEFAULT_CONF, check_java
 
@@ -133,9 +164,15 @@ def start_server(
             process = subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
             )
-        server = ConnectServer(pid=process.pid, port=port, log=str(log), started=time.time())
+        server = ConnectServer(process.pid, port, str(log), time.time(), started_by, idle_timeout_s)
         (folder / "server.json").write_text(json.dumps(asdict(server)))
         _wait_until_listening(process, server, timeout_s)
+        if idle_timeout_s is not None:
+            with log.open("ab") as out:
+                subprocess.Popen(
+                    [sys.executable, "-m", "ivm_assets.spark.connect", "watch", str(folder)],
+                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                )
         return server
 
 
@@ -152,6 +189,52 @@ def stop_server(directory: str | Path | None = None, *, timeout_s: float = 30.0)
             return False
         _terminate(server.pid, timeout_s)
         return True
+
+
+def watch(folder: Path, *, poll_s: float = 5.0) -> None:
+    """Stop the server recorded in ``folder`` once no client has been connected to it for its
+    ``idle_timeout_s``; return when it stops (by this or otherwise). Run as its own process,
+    beside the server (``python -m ivm_assets.spark.connect watch FOLDER``)."""
+    idle_since: float | None = None
+    while True:
+        server = server_status(folder)
+        if server is None or server.idle_timeout_s is None:
+            return
+        if _connections(server.port):
+            idle_since = None
+            (folder / "idle_since").unlink(missing_ok=True)
+        elif idle_since is None:
+            idle_since = time.time()
+            (folder / "idle_since").write_text(str(idle_since))
+        elif time.time() - idle_since > server.idle_timeout_s:
+            stop_server(folder)
+            (folder / "idle_since").unlink(missing_ok=True)
+            return
+        time.sleep(min(poll_s, max(server.idle_timeout_s / 3, 0.5)))
+
+
+def _idle_since(folder: Path) -> float | None:
+    try:
+        return float((folder / "idle_since").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _connections(port: int) -> int:
+    """TCP connections established to ``port`` on this machine (IPv4 and IPv6 tables)."""
+    found = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as lines:
+                next(lines)  # the header
+                for line in lines:
+                    fields = line.split()
+                    local, state = fields[1], fields[3]
+                    if state == "01" and int(local.rsplit(":", 1)[1], 16) == port:
+                        found += 1
+        except OSError:
+            continue
+    return found
 
 
 def _terminate(pid: int, timeout_s: float) -> None:
@@ -220,7 +303,7 @@ def _locked(folder: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def run_command(action: str, *, port: int | None = None, conf: list[str] = ()) -> int:
+def run_command(action: str, *, port: int | None = None, conf: list[str] = (), idle_timeout_s: float | None = None) -> int:
     """``ivm spark start|stop|status``: prints what it did; exit status 0, or 1 for ``status`` with no server."""
     if action == "start":
         settings = {}
@@ -229,7 +312,7 @@ def run_command(action: str, *, port: int | None = None, conf: list[str] = ()) -
             if not sep or not key:
                 raise IvmError(f"--conf: expected KEY=VALUE (e.g. spark.driver.memory=8g), found {item!r}")
             settings[key] = value
-        print(start_server(port=port, conf=settings).summary())
+        print(start_server(port=port, conf=settings, idle_timeout_s=idle_timeout_s).summary())
         return 0
     if action == "stop":
         print("stopped the Spark Connect server" if stop_server() else "no Spark Connect server was running")
@@ -237,3 +320,10 @@ def run_command(action: str, *, port: int | None = None, conf: list[str] = ()) -
     server = server_status()
     print(server.summary() if server else f"no Spark Connect server running (recorded in {default_directory()})")
     return 0 if server else 1
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "watch":
+        watch(Path(sys.argv[2]))
+    else:
+        sys.exit("usage: python -m ivm_assets.spark.connect watch FOLDER")

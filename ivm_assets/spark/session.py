@@ -141,9 +141,11 @@ def _connect(remote: str, conf: Mapping[str, str]) -> SparkSession:
     """A Spark Connect session. Only SQL settings can be set per session; the server's own
     settings (memory, master, UI) are fixed when it starts (``ivm spark start --conf``)."""
     if remote == "local":
-        from ivm_assets.spark.connect import start_server
+        from ivm_assets.spark.connect import default_idle_timeout, start_server
 
-        remote = start_server().url
+        # Started here on a refresh's behalf: it stops once no run has used it for a while.
+        starter = f"a refresh (pid {os.getpid()}: {' '.join(sys.argv)[:120]})"
+        remote = start_server(started_by=starter, idle_timeout_s=default_idle_timeout()).url
     elif not remote.startswith("sc://"):
         raise IvmError(f"expected a Spark Connect URL like sc://host:15002 (or `local`), found {remote!r}")
     settings = {k: v for k, v in {**DEFAULT_CONF, **conf}.items() if k.startswith("spark.sql.")}

@@ -89,3 +89,31 @@ def test_cli_status_without_a_server_exits_1(tmp_path):
     out = subprocess.run([BIN / "ivm", "spark", "status"], env={**os.environ, "IVM_SPARK_CONNECT_DIR": str(tmp_path)},
                          capture_output=True, text=True)
     assert out.returncode == 1 and "no Spark Connect server running" in out.stdout
+
+
+def test_a_server_a_refresh_started_stops_when_no_client_is_left(tmp_path):
+    """Seen from outside: after `dagster dev` stopped, the server its runs started kept its
+    1.2 GiB JVM with no owner. One started on a refresh's behalf now stops once no client has
+    been connected for its idle timeout; while a client holds a session it stays."""
+    from tests.spark.connect_server import free_port
+
+    folder = tmp_path / "connect"
+    server = start_server(port=free_port(), directory=folder, master="local[1]", conf={"spark.driver.memory": "1g"},
+                          started_by="a refresh (test)", idle_timeout_s=4)
+    assert "started by a refresh (test)" in server.summary(folder)
+    client = subprocess.Popen([
+        sys.executable, "-c",
+        "import time\nfrom pyspark.sql import SparkSession\n"
+        f"s = SparkSession.builder.remote('{server.url}').getOrCreate()\ns.range(3).count()\ntime.sleep(10)\n",
+    ], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(9)  # past the idle timeout, with the client connected
+        assert server_status(folder) is not None
+        assert client.wait(timeout=60) == 0
+    finally:
+        if client.poll() is None:
+            client.kill()
+    deadline = time.monotonic() + 60
+    while server_status(folder) is not None:
+        assert time.monotonic() < deadline, "the server outlived its idle timeout"
+        time.sleep(1)
