@@ -49,8 +49,10 @@ def generate_parquet(sf: float, data_dir: Path) -> Path:
     return out
 
 
-def create_sources(parquet_dir: Path, sources_dir: Path) -> dict[str, str]:
-    """Fresh Delta source tables (CDF on) from the cached parquet, so no earlier run's batches remain.
+def create_sources(parquet_dir: Path, sources_dir: Path | str) -> dict[str, str]:
+    """Fresh Delta source tables (CDF on) from the cached parquet, so no earlier run's batches
+    remain, under ``sources_dir`` (a folder, or an object store URI whose storage options are
+    registered).
 
     tpchgen-cli writes string_view columns and parquet field ids; both are dropped so the
     Delta schema is the plain one Spark and the refresh batches write.
@@ -62,7 +64,7 @@ def create_sources(parquet_dir: Path, sources_dir: Path) -> dict[str, str]:
         schema = file.schema_arrow
         plain = pa.schema([pa.field(f.name, f.type, f.nullable) for f in normalize_schema(schema)])
         batches = (batch.cast(plain) for batch in file.iter_batches(batch_size=1 << 17))
-        uri = str(sources_dir / name)
+        uri = f"{sources_dir}/{name}"
         create_table(uri, pa.RecordBatchReader.from_batches(plain, batches))
         sources[name] = uri
     return sources
