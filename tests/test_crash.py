@@ -135,7 +135,7 @@ class _Unaware:
         return getattr(delta, name)
 
     @staticmethod
-    def holds_epoch(uri: str, epoch: Epoch) -> bool:
+    def holds_epoch(uri: str, epoch: Epoch, **_) -> bool:
         return False
 
 

@@ -394,11 +394,16 @@ def transaction_version(uri: str, app_id: str) -> int | None:
     return open_table(uri).transaction_version(app_id)
 
 
-def holds_epoch(uri: str, epoch: Epoch) -> bool:
+def holds_epoch(uri: str, epoch: Epoch, *, after: int | None = None) -> bool:
     """Whether the table already has a commit of ``epoch`` (an interrupted attempt wrote it).
 
     delta-rs does not reject an older transaction version, so the comparison is made here.
+    ``after``, the table's version when the epoch started: a table still there has no commit
+    of it, which is known without delta-rs reading the log's transactions back (on an object
+    store, a GET of each commit since the checkpoint).
     """
+    if after is not None and latest_version(uri) == after:
+        return False
     done = transaction_version(uri, epoch.app_id)
     return done is not None and done >= epoch.number
 

@@ -406,7 +406,7 @@ class StateTable:
         uri = self.uri(ctx)
         if rows.rows == 0 and not ctx.full and after is not None:
             return  # nothing to append
-        if delta.holds_epoch(uri, ctx.epoch):
+        if delta.holds_epoch(uri, ctx.epoch, after=after):
             return  # an interrupted attempt of this epoch already wrote it
         names = self._stored_columns()
         meta = {LAYOUT_KEY: layout.to_json()}
