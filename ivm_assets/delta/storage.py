@@ -32,7 +32,7 @@ import re
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
 import pyarrow.fs as pafs
@@ -45,8 +45,8 @@ class Registration:
     """The options for the tables under ``prefix``, and where they were set (named in errors)."""
 
     prefix: str
-    options: tuple[tuple[str, str], ...]
-    origin: str
+    options: tuple[tuple[str, str], ...] = field(repr=False)  # secrets among them: never in a repr
+    origin: str = ""
 
     def get(self, *names: str) -> str | None:
         """The value of the first of ``names`` set (compared case-insensitively, as delta-rs does)."""
