@@ -260,7 +260,7 @@ def check_warehouse(project: IvmProject) -> CheckResult:
 
     warehouse = project.warehouse
     if not is_local(warehouse):
-        return CheckResult("warehouse", "SKIP", f"{warehouse} is not a local folder; object store warehouses are not checked yet")
+        return _check_remote_warehouse(warehouse)
     path = Path(warehouse.removeprefix("file://"))
     probe_in = next(p for p in (path, *path.parents) if p.exists())
     if not probe_in.is_dir():
@@ -274,6 +274,29 @@ def check_warehouse(project: IvmProject) -> CheckResult:
     if probe_in == path:
         return CheckResult("warehouse", "OK", f"{path} is writable")
     return CheckResult("warehouse", "OK", f"{path} does not exist yet; {probe_in} is writable (the first refresh creates it)")
+
+
+def _check_remote_warehouse(warehouse: str) -> CheckResult:
+    """Write and delete an empty object under an object store warehouse, with the project's
+    storage options: the bucket exists, the credentials are accepted, writes are allowed."""
+    import uuid
+
+    from ivm_assets.delta import storage
+    from ivm_assets.errors import StorageError
+
+    probe = f"{warehouse}/.ivm-doctor-{uuid.uuid4().hex[:8]}"
+    try:
+        fs, path = storage.filesystem(probe)
+        with storage.failures(probe):
+            with fs.open_output_stream(path) as out:
+                out.write(b"")
+            fs.delete_file(path)
+    except StorageError as exc:
+        return CheckResult("warehouse", "FAIL", str(exc), "fix the setting named above (storage_options in ivm.yaml)")
+    except OSError as exc:
+        return CheckResult("warehouse", "FAIL", f"cannot write under {warehouse}: {storage.redact(str(exc)).splitlines()[0]}",
+                           "check the warehouse URI and the storage_options in ivm.yaml")
+    return CheckResult("warehouse", "OK", f"{warehouse} is writable (an object written and deleted)")
 
 
 def check_versions(distribution: str = "ivm_assets") -> CheckResult:

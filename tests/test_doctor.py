@@ -145,15 +145,6 @@ def test_ivm_doctor_without_java_fails_and_skips_spark(builder, tmp_path):
     assert "no-jdk" not in run.stdout + run.stderr  # no environment variable's value
 
 
-def test_an_object_store_warehouse_is_skipped(builder):
-    _healthy(builder)
-    builder.write_config("warehouse: s3://bucket/warehouse\n")
-    project, loaded = load_project(builder.root)
-    assert loaded.status == "OK"
-    result = check_warehouse(project)
-    assert result.status == "SKIP" and "s3://bucket/warehouse is not a local folder" in result.found
-
-
 def test_versions_outside_the_declared_ranges_fail(tmp_path, monkeypatch):
     """A distribution that asks for a Dagster and a package this environment does not have."""
     info = tmp_path / "needs_old-1.0.dist-info"

@@ -288,9 +288,11 @@ def missing_file(uri: str) -> FileNotFoundError:
 
 # --- failures --------------------------------------------------------------------------------
 _NO_BUCKET = ("NoSuchBucket", "NO_SUCH_BUCKET", "ContainerNotFound", "bucket does not exist", "NoSuchContainer")
+# delta-rs (object_store) quotes the store's error codes; pyarrow's S3 client spells them its own way.
 _REFUSED_CREDENTIALS = (
-    "InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "ACCESS_DENIED", "AuthenticationFailed",
-    "AuthorizationFailure", "403 Forbidden", "InvalidClientTokenId", "ExpiredToken",
+    "InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "AuthenticationFailed", "AuthorizationFailure",
+    "InvalidClientTokenId", "ExpiredToken", "403 Forbidden",
+    "INVALID_ACCESS_KEY_ID", "SIGNATURE_DOES_NOT_MATCH", "ACCESS_DENIED", "EXPIRED_TOKEN",
 )
 _UNREACHABLE = ("Connection refused", "error sending request", "dns error", "NETWORK_CONNECTION", "Couldn't connect", "tcp connect error")
 

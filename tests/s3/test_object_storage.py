@@ -345,3 +345,18 @@ def test_a_source_that_moved_is_read_from_its_new_commits_only(s3_project):
     requests = server.requests_since(mark)
     old_commits = [p for _, p, _ in requests if any(p.endswith(f"{v:020d}.json") for v in range(14))]
     assert old_commits == [] and len(requests) <= 6, requests
+
+
+def test_doctor_checks_an_object_store_warehouse(s3_project):
+    from ivm_assets.doctor import check_warehouse, load_project
+
+    _shop(s3_project)
+    s3_project.write_config()
+    project, loaded = load_project(s3_project.root)
+    assert loaded.status == "OK"
+    result = check_warehouse(project)
+    assert (result.status, result.found) == ("OK", f"{s3_project.base}/warehouse is writable (an object written and deleted)")
+    s3_project.write_config(secret="not-the-secret")
+    project, _ = load_project(s3_project.root)
+    result = check_warehouse(project)
+    assert result.status == "FAIL" and "refused the credentials" in result.found and "AWS_SECRET_ACCESS_KEY" in result.found, result
