@@ -14,6 +14,10 @@ views:                          # optional settings per view (views/<name>.sql)
   revenue:
     refresh: auto               # auto | incremental | full
 lease_seconds: 60               # a refresh's claim on a view lapses this long after its holder stops renewing it
+spark:                          # where Spark work runs (default: local[*] in this process)
+  master: spark://spark-master:7077   # or remote: sc://connect-host:15002 (Spark Connect)
+  conf: {spark.executor.memory: 8g}
+  shared_filesystem: false      # true: local folders are the same path on every executor
 ```
 Unknown keys and wrong types are errors that name the file, the line and the key, and so is
 a ``${NAME}`` reference to an environment variable that is not set (never its value).
@@ -97,6 +101,22 @@ class SourceSettings(BaseModel):
     _text = field_validator("storage_options", mode="before")(lambda v: _as_text(v) if isinstance(v, Mapping) else v)
 
 
+class SparkSettings(BaseModel):
+    """Where a project's Spark work runs (``spark:``); an ``IvmResource``'s fields go over these,
+    and these over ``$IVM_SPARK_MASTER`` / ``$IVM_SPARK_REMOTE``."""
+
+    model_config = ConfigDict(extra="forbid")
+    master: str | None = None
+    remote: str | None = None
+    conf: dict[str, str] = Field(default_factory=dict)
+    # Executors on other hosts cannot see the driver's folders: a local-folder warehouse or
+    # source with a cluster master is refused unless every executor sees the same path there
+    # (one host, or a shared mount), which only the user can know.
+    shared_filesystem: bool = False
+
+    _text = field_validator("conf", mode="before")(lambda v: _as_text(v) if isinstance(v, Mapping) else v)
+
+
 class ProjectConfig(BaseModel):
     """The whole `ivm.yaml`. Storage option values are kept as written (``${NAME}``
     references unresolved): resolved ones live only where they are used
@@ -112,6 +132,7 @@ class ProjectConfig(BaseModel):
     lease_seconds: float = Field(default=60.0, gt=0, le=86400)
     # Handed to delta-rs (and pyarrow's file systems) for the warehouse and the sources.
     storage_options: dict[str, str] = Field(default_factory=dict)
+    spark: SparkSettings = Field(default_factory=SparkSettings)
 
     _text = field_validator("storage_options", mode="before")(lambda v: _as_text(v) if isinstance(v, Mapping) else v)
 
@@ -203,6 +224,12 @@ def load_config(path: Path) -> ProjectConfig:
         raise ConfigError("invalid ivm.yaml:\n  " + "\n  ".join(problems)) from exc
     lines = _key_lines(node) if node is not None else {}
     _check_source_names(config, path, lines)
+    if config.spark.master and config.spark.remote:
+        line = lines.get(("spark", "remote"))
+        raise ConfigError(
+            f"{path}:{line}: `spark` sets both `master` ({config.spark.master}) and `remote` ({config.spark.remote}); "
+            "a session is either classic Spark on a master or a Spark Connect client: keep one"
+        )
     for key_path, options in _option_sets(config):
         for key in options:
             line = lines.get((*key_path, key)) or lines.get(key_path)
@@ -241,4 +268,6 @@ def _allowed_keys(parent: tuple) -> list[str]:
         model = ViewSettings if len(parent) == 2 else Freshness
     elif len(parent) >= 2 and parent[0] == "sources":
         model = SourceSettings
+    elif parent[:1] == ("spark",):
+        model = SparkSettings
     return list(model.model_fields)

@@ -27,6 +27,7 @@ from ivm_assets.engine.explain import explain_view
 from ivm_assets.engine.refresh import RefreshResult, ViewLocation, refresh_view
 from ivm_assets.errors import ConfigError, NotIncrementalError, SourceError, SqlError, ViewCycleError
 from ivm_assets.spark.arrow import spark_schema
+from ivm_assets.spark.cluster import check_reachable, master_of
 from ivm_assets.spark.session import LazySession, semantics
 from ivm_assets.sql.parse import parse_view, referenced_tables
 from ivm_assets.state.claim import DEFAULT_WAIT_SECONDS, ClaimSettings, new_run_id
@@ -90,7 +91,9 @@ class IvmProject:
         self._storage = (dict(storage_options or {}), storage_origin)
         self._register_storage()
         # Started on first use (:class:`LazySession`): a small refresh may need no Spark at all.
-        self._spark: SparkSession | LazySession = spark if spark is not None else LazySession()
+        self._spark: SparkSession | LazySession = spark if spark is not None else LazySession(
+            master=config.spark.master, remote=config.spark.remote, conf=config.spark.conf
+        )
         # Compiling asks Spark to analyze the SQL; a view whose SQL and input schemas are
         # unchanged compiles to the same dataflow, so it is kept between refreshes.
         self._compiled: dict[tuple, CompiledView] = {}
@@ -242,6 +245,27 @@ class IvmProject:
         asking (what a refresh reports as where it ran)."""
         return self._spark
 
+    def _check_placement(self) -> None:
+        """Refuse, before anything is written, local folders that a cluster's executors
+        cannot see (:func:`~ivm_assets.spark.cluster.check_reachable`). The master of a
+        local session is known before it starts; a Spark Connect server's once connected."""
+        locations = {"the warehouse": self.warehouse, **{f"source {n}": uri for n, uri in self.sources.items()}}
+
+        def check(session: SparkSession) -> None:
+            check_reachable(
+                master_of(session), locations, shared_filesystem=self.config.spark.shared_filesystem, settings=str(self.root / "ivm.yaml")
+            )
+
+        lazy = self._spark
+        if not isinstance(lazy, LazySession):
+            check(lazy)
+        elif lazy.started or lazy.remote:
+            lazy.check_on_start((self.root, tuple(locations.values())), check)
+        else:
+            check_reachable(
+                lazy.master, locations, shared_filesystem=self.config.spark.shared_filesystem, settings=str(self.root / "ivm.yaml")
+            )
+
     def location(self, view: str) -> ViewLocation:
         return ViewLocation(output=f"{self.warehouse}/{view}", state_root=f"{self.warehouse}/_ivm/{view}")
 
@@ -350,6 +374,7 @@ class IvmProject:
         """
         # One handle cache for compiling and every refresh below (each table's log read
         # once), not held across the yields: the caller's code runs there.
+        self._check_placement()
         handles = delta.HandleBlock()
         try:
             with delta.reusing_handles(handles):

@@ -56,18 +56,25 @@ class IvmResource(dg.ConfigurableResource):
         """The process-wide session; settings apply only if this creates it."""
         return self.lazy_session().session()
 
-    def lazy_session(self) -> LazySession:
+    def lazy_session(self, project: IvmProject | None = None) -> LazySession:
         """The session runs use, started only when a run needs Spark: a materialization whose
-        epoch runs in process starts no JVM in the run worker."""
+        epoch runs in process starts no JVM in the run worker. ``master``/``remote`` replace
+        the ``project``'s ``spark:`` settings in ivm.yaml (they are alternatives), and
+        ``spark_conf`` goes over its ``conf`` key by key."""
         if self.master and self.remote:
             raise dg.DagsterInvariantViolationError(
                 f"IvmResource: set either `master` ({self.master}) or `remote` ({self.remote}, Spark Connect), not both"
             )
-        return LazySession(master=self.master, remote=self.remote, conf=self.spark_conf)
+        declared = project.config.spark if project is not None else None
+        master, remote = self.master, self.remote
+        if declared is not None and not (master or remote):
+            master, remote = declared.master, declared.remote
+        conf = {**(declared.conf if declared is not None else {}), **self.spark_conf}
+        return LazySession(master=master, remote=remote, conf=conf)
 
     def bind(self, project: IvmProject) -> IvmProject:
         """``project`` with this resource's session, warehouse and storage options."""
-        bound = bind_project(project, spark=self.lazy_session(), warehouse=self.warehouse)
+        bound = bind_project(project, spark=self.lazy_session(project), warehouse=self.warehouse)
         return bound.with_storage_options(self.storage_options, origin="IvmResource.storage_options")
 
 

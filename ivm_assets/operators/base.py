@@ -21,6 +21,7 @@ from pyspark.sql import functions as F
 
 from ivm_assets.delta.tables import WEIGHT, Epoch
 from ivm_assets.spark.arrow import to_arrow, to_spark
+from ivm_assets.spark.cluster import keep_on_executors, release
 from ivm_assets.sql.plan import q
 
 
@@ -154,10 +155,18 @@ def unforced(batch: Batch) -> DataFrame:
     return batch.df
 
 
+def _kept() -> list[DataFrame]:
+    if not hasattr(_local, "kept"):
+        _local.kept = []
+    return _local.kept
+
+
 def discard_pending() -> None:
     """Forget this thread's pending batches (an epoch ended, possibly by an error: its
-    unused batches must not be computed in the next epoch's job)."""
+    unused batches must not be computed in the next epoch's job), and release what it
+    kept on the executors."""
     _pending().clear()
+    release(_kept())
 
 
 _TAG = "__batch"
@@ -205,11 +214,12 @@ def materialize(df: DataFrame, *, small: bool) -> Batch:
     Arrow copy can be committed to a state table as it is. Spark jobs, not data volume,
     dominate the time of small refreshes, so a small result is computed when first used,
     in the same job as every other small result materialized before that use. A large
-    result (full refresh) stays on the executors as a local checkpoint.
+    result (full refresh) stays on the executors (:func:`keep_on_executors`) until the epoch ends.
     """
     if small:
         return _Pending(df)
-    df = df.localCheckpoint(eager=True)
+    df = keep_on_executors(df)
+    _kept().append(df)
     return Batch(df, df.count())
 
 

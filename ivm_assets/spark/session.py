@@ -18,13 +18,14 @@ import os
 import shutil
 import sys
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 
 from pyspark.sql import SparkSession
 
 from ivm_assets.errors import IvmError
 from ivm_assets.spark.arrow import one_partition_locals
+from ivm_assets.spark.cluster import is_local_master
 
 _lock = threading.Lock()
 _connect_urls: dict[int, str] = {}  # id(session) -> the URL it was made with (for describe())
@@ -122,8 +123,13 @@ def get_spark(
         check_java()
         # Executors must run the interpreter that runs us, or arrow/pyarrow versions diverge.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        builder = SparkSession.builder.appName("ivm_assets").master(master or os.environ.get("IVM_SPARK_MASTER", "local[*]"))
+        master = master or os.environ.get("IVM_SPARK_MASTER", "local[*]")
+        if is_local_master(master):
+            # Nothing outside this host talks to a local driver: keep its ports off the network.
+            # A cluster's executors must reach the driver, so there Spark (or the user's
+            # SPARK_LOCAL_IP) picks the address.
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        builder = SparkSession.builder.appName("ivm_assets").master(master)
         for key, value in {**DEFAULT_CONF, **(conf or {})}.items():
             builder = builder.config(key, value)
         session = builder.getOrCreate()
@@ -138,8 +144,9 @@ def get_spark(
 
 
 def _connect(remote: str, conf: Mapping[str, str]) -> SparkSession:
-    """A Spark Connect session. Only SQL settings can be set per session; the server's own
-    settings (memory, master, UI) are fixed when it starts (``ivm spark start --conf``)."""
+    """A Spark Connect session. Only SQL and Hadoop settings can be set per session; the
+    server's own settings (memory, master, UI) are fixed when it starts (``ivm spark start
+    --conf``), and any other key is an error rather than silently dropped."""
     if remote == "local":
         from ivm_assets.spark.connect import default_idle_timeout, start_server
 
@@ -148,7 +155,19 @@ def _connect(remote: str, conf: Mapping[str, str]) -> SparkSession:
         remote = start_server(started_by=starter, idle_timeout_s=default_idle_timeout()).url
     elif not remote.startswith("sc://"):
         raise IvmError(f"expected a Spark Connect URL like sc://host:15002 (or `local`), found {remote!r}")
+    fixed = sorted(k for k in conf if not k.startswith(("spark.sql.", "spark.hadoop.")))
+    if fixed:
+        raise IvmError(
+            f"Spark settings {', '.join(fixed)} cannot be set by a Spark Connect client ({remote}): they are the server's. "
+            "Start the server with them (`ivm spark start --conf KEY=VALUE`, or the cluster's own configuration), "
+            "or give them only where Spark runs in this process (`master`)."
+        )
     settings = {k: v for k, v in {**DEFAULT_CONF, **conf}.items() if k.startswith("spark.sql.")}
+    for key, value in conf.items():
+        if key.startswith("spark.hadoop."):
+            # A session's settings reach the Hadoop configuration its file reads and writes
+            # use, under their own names: `spark.hadoop.` is only SparkConf's way to say so.
+            settings[key.removeprefix("spark.hadoop.")] = value
     builder = SparkSession.builder.remote(remote)
     for key, value in settings.items():
         builder = builder.config(key, value)
@@ -206,6 +225,16 @@ class LazySession:
     def __init__(self, *, master: str | None = None, remote: str | None = None, conf: Mapping[str, str] | None = None) -> None:
         self._master, self._remote, self._conf = master, remote, dict(conf or {})
         self._session: SparkSession | None = None
+        self._checks: dict[object, Callable[[SparkSession], None]] = {}
+
+    def check_on_start(self, key: object, check: Callable[[SparkSession], None]) -> None:
+        """Run ``check`` on the session once it starts (now, if it has): what can only be
+        known from a started session, e.g. the master a Spark Connect server runs on. One
+        check per ``key``."""
+        if self._session is not None:
+            check(self._session)
+        else:
+            self._checks[key] = check
 
     @property
     def started(self) -> bool:
@@ -218,7 +247,10 @@ class LazySession:
 
     def session(self) -> SparkSession:
         if self._session is None:
-            self._session = get_spark(master=self._master, remote=self._remote, conf=self._conf)
+            session = get_spark(master=self._master, remote=self._remote, conf=self._conf)
+            for check in self._checks.values():
+                check(session)  # raises before anything used the session
+            self._session, self._checks = session, {}
         return self._session
 
     def planned_semantics(self) -> dict[str, str]:

@@ -1,0 +1,209 @@
+"""Spark as a cluster: settings, the local-folder refusal, and a real standalone master + worker.
+
+The cluster is pyspark's own standalone master and worker (``bin/spark-class``), each its own
+process on 127.0.0.1, stopped by its pid. A refresh through it runs in a child process (a
+process has one Spark driver, and the test session's is local).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from pyspark import find_spark_home
+
+from ivm_assets import IvmProject
+from ivm_assets.errors import ConfigError, IvmError
+from ivm_assets.spark.cluster import check_reachable, is_local_master
+from tests.spark.connect_server import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_which_masters_run_executors_on_this_host():
+    assert all(is_local_master(m) for m in ["local", "local[*]", "local[2]", "local[2,3]", "local-cluster[2,1,1024]"])
+    assert not any(is_local_master(m) for m in ["spark://10.0.0.5:7077", "yarn", "k8s://https://api:6443", "mesos://m:5050"])
+
+
+def _project(tmp_path: Path, spark: str) -> Path:
+    from deltalake import write_deltalake
+    import pyarrow as pa
+
+    write_deltalake(str(tmp_path / "data" / "t"), pa.table({"k": [1, 2]}), configuration={"delta.enableChangeDataFeed": "true"})
+    (tmp_path / "views").mkdir()
+    (tmp_path / "views" / "v.sql").write_text("SELECT k FROM t")
+    (tmp_path / "ivm.yaml").write_text(f"sources:\n  t: data/t\n{spark}")
+    return tmp_path
+
+
+def test_a_local_warehouse_with_a_cluster_master_is_refused_before_anything_is_written(tmp_path):
+    root = _project(tmp_path, "spark:\n  master: spark://spark-master.internal:7077\n")
+    project = IvmProject.load(root)
+    with pytest.raises(ConfigError) as err:
+        project.refresh()
+    message = str(err.value)
+    assert "Spark runs on the cluster spark://spark-master.internal:7077" in message
+    assert f"the warehouse ({root / 'warehouse'})" in message and f"source t ({root / 'data' / 't'})" in message
+    assert "`shared_filesystem: true` under `spark:`" in message and str(root / "ivm.yaml") in message
+    assert not (root / "warehouse").exists()
+    assert not project.session.started  # refused from the settings alone: no JVM started for it
+
+
+def test_the_cli_exits_non_zero_with_the_reason(tmp_path):
+    root = _project(tmp_path, "spark:\n  master: yarn\n")
+    run = subprocess.run([Path(sys.executable).with_name("ivm"), "refresh", "--project", root], capture_output=True, text=True)
+    assert run.returncode != 0 and "Spark runs on the cluster yarn" in run.stderr and "Traceback" not in run.stderr
+    assert not (root / "warehouse").exists()
+
+
+def test_object_store_locations_and_shared_folders_pass():
+    check_reachable("spark://m:7077", {"the warehouse": "s3://b/w", "source t": "gs://b/t"}, shared_filesystem=False, settings="ivm.yaml")
+    check_reachable("spark://m:7077", {"the warehouse": "/mnt/shared/w"}, shared_filesystem=True, settings="ivm.yaml")
+
+
+def test_master_and_remote_together_are_a_config_error(tmp_path):
+    root = _project(tmp_path, "spark:\n  master: spark://m:7077\n  remote: sc://c:15002\n")
+    with pytest.raises(ConfigError, match=r"ivm.yaml:5: `spark` sets both `master` .* and `remote`"):
+        IvmProject.load(root)
+
+
+def test_an_unknown_spark_key_names_the_allowed_ones(tmp_path):
+    root = _project(tmp_path, "spark:\n  masterr: local[2]\n")
+    with pytest.raises(ConfigError, match=r"unknown key `spark.masterr`; expected one of: master, remote, conf, shared_filesystem"):
+        IvmProject.load(root)
+
+
+def test_ivm_yaml_spark_settings_reach_the_session_and_the_resource_goes_over_them(tmp_path):
+    from ivm_assets.dagster.resources import IvmResource
+
+    root = _project(tmp_path, "spark:\n  master: local[1]\n  conf: {spark.sql.shuffle.partitions: 3, spark.executor.memory: 2g}\n")
+    project = IvmProject.load(root)
+    lazy = project.session
+    assert (lazy.master, lazy.remote) == ("local[1]", None)
+    assert lazy._conf == {"spark.sql.shuffle.partitions": "3", "spark.executor.memory": "2g"}
+    bound = IvmResource(remote="sc://c:15002", spark_conf={"spark.sql.shuffle.partitions": "5"}).lazy_session(project)
+    assert (bound.remote, bound._conf["spark.sql.shuffle.partitions"], bound._conf["spark.executor.memory"]) == ("sc://c:15002", "5", "2g")
+
+
+@pytest.mark.connect
+def test_connect_sessions_take_hadoop_settings_and_refuse_server_settings(connect_server):
+    _, env = connect_server
+    code = (
+        "from ivm_assets.spark.session import get_spark\n"
+        "from ivm_assets.errors import IvmError\n"
+        "try:\n"
+        "    get_spark(remote='local', conf={'spark.executor.memory': '8g'})\n"
+        "except IvmError as e:\n"
+        "    print('refused:', e)\n"
+        "s = get_spark(remote='local', conf={'spark.hadoop.fs.s3a.endpoint': 'http://127.0.0.1:9'})\n"
+        "print('hadoop:', s.conf.get('fs.s3a.endpoint'))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, **env}, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "refused: Spark settings spark.executor.memory cannot be set by a Spark Connect client" in out.stdout
+    assert "hadoop: http://127.0.0.1:9" in out.stdout
+
+
+# --- a standalone cluster ------------------------------------------------------------------
+
+
+def _json(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=5) as answer:
+        return json.loads(answer.read())
+
+
+@pytest.fixture(scope="module")
+def standalone(tmp_path_factory):
+    """(master URL, master web UI URL, the worker's work folder): a standalone master and a
+    one-core worker, started from pyspark's own scripts."""
+    folder = tmp_path_factory.mktemp("standalone")
+    spark_class = Path(find_spark_home._find_spark_home()) / "bin" / "spark-class"
+    port, ui, worker_ui = free_port(), free_port(), free_port()
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_DAEMON_MEMORY": "512m", "PYSPARK_PYTHON": sys.executable}
+    started = []
+    try:
+        with open(folder / "master.log", "w") as log:
+            started.append(subprocess.Popen(
+                [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(ui)],
+                stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+            ))
+        with open(folder / "worker.log", "w") as log:
+            started.append(subprocess.Popen(
+                [spark_class, "org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}", "--host", "127.0.0.1",
+                 "--webui-port", str(worker_ui), "--cores", "1", "--memory", "1g", "--work-dir", str(folder / "work")],
+                stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+            ))
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                if any(w["state"] == "ALIVE" for w in _json(f"http://127.0.0.1:{ui}/json/")["workers"]):
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline or any(p.poll() is not None for p in started):
+                logs = "\n".join((folder / f).read_text()[-1500:] for f in ("master.log", "worker.log"))
+                pytest.fail(f"the standalone cluster did not come up:\n{logs}")
+            time.sleep(0.5)
+        yield f"spark://127.0.0.1:{port}", f"http://127.0.0.1:{ui}", folder / "work"
+    finally:
+        for proc in started:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)  # its own session: the JVM spark-class runs and nothing else
+        for proc in started:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+_REFRESH_ON_CLUSTER = """
+import json, sys
+from pathlib import Path
+from ivm_assets import IvmProject
+from ivm_assets.demo import apply_demo_changes, create_demo_project
+from ivm_assets.engine.oracle import check_view
+from ivm_assets.spark.cluster import master_of
+
+root = create_demo_project(sys.argv[1], customers=200, products=40, orders=2000)
+with open(root / "ivm.yaml", "a") as f:
+    f.write("spark:\\n  master: " + sys.argv[2] + "\\n  shared_filesystem: true\\n"
+            "  conf: {spark.executor.memory: 512m, spark.cores.max: '1', spark.driver.memory: 1g}\\n")
+project = IvmProject.load(root)
+runs = [[r.mode for r in project.refresh()]]
+apply_demo_changes(root)
+runs.append([(r.view, r.mode, r.engine) for r in project.refresh()])
+print(json.dumps({"master": master_of(project.spark), "runs": runs, "oracle": {v: check_view(project, v).ok for v in project.order}}))
+"""
+
+
+@pytest.mark.cluster
+def test_the_demo_refreshes_through_a_standalone_cluster(standalone, tmp_path):
+    master, ui, work = standalone
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "IVM_SMALL_EPOCHS": "spark"}  # incremental epochs in Spark too
+    env.pop("IVM_SPARK_REMOTE", None)
+    out = subprocess.run(
+        [sys.executable, "-c", _REFRESH_ON_CLUSTER, str(tmp_path / "shop"), master], env=env, capture_output=True, text=True,
+        timeout=600, cwd=ROOT,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    found = json.loads(out.stdout.strip().splitlines()[-1])
+    assert found["master"] == master
+    assert set(found["runs"][0]) == {"full"}
+    engines = [engine for _, _, engine in found["runs"][1]]
+    # The demo's one view without an incremental rule (PERCENT_RANK) is recomputed.
+    assert {view for view, mode, _ in found["runs"][1] if mode != "incremental"} == {"top_customers"}, found["runs"]
+    assert "in process" not in engines and any((e or "").startswith("spark") for e in engines), engines
+    assert all(found["oracle"].values()), found["oracle"]
+    # The work ran in the worker's executor, not in the driver: the app ran there, and its
+    # executor's folder is in the worker's work folder.
+    apps = _json(f"{ui}/json/")["completedapps"]
+    assert any(app["name"] == "ivm_assets" for app in apps), apps
+    assert any(p.name.startswith("app-") for p in work.iterdir())
