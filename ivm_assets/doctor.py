@@ -74,20 +74,44 @@ class CheckResult:
 
 def diagnose(project_dir: str | os.PathLike) -> Iterator[CheckResult]:
     """Every check, in order, for the project in ``project_dir`` (results as they come)."""
-    remote = os.environ.get("IVM_SPARK_REMOTE") or None
+    project, loaded = load_project(project_dir)
+    declared = project.config.spark if project is not None else None
+    # ivm.yaml's `spark:` first, as a refresh takes it; else the environment.
+    if declared is not None and (declared.master or declared.remote):
+        master, remote = declared.master, declared.remote
+    else:
+        master, remote = os.environ.get("IVM_SPARK_MASTER") or None, os.environ.get("IVM_SPARK_REMOTE") or None
     yield check_python()
     java = check_java(os.environ, remote=remote)
     yield java
-    yield check_spark(remote=remote, java_ok=java.status == "OK")
-    project, loaded = load_project(project_dir)
+    yield check_spark(remote=remote, java_ok=java.status == "OK", master=master)
     yield loaded
     if project is None:
         yield CheckResult("sources", "SKIP", "the project did not load")
         yield CheckResult("warehouse", "SKIP", "the project did not load")
+        yield CheckResult("placement", "SKIP", "the project did not load")
     else:
         yield from check_sources(project)
         yield check_warehouse(project)
+        yield check_placement(project, master=None if remote else master or "local[*]")
     yield check_versions()
+
+
+def check_placement(project: IvmProject, *, master: str | None) -> CheckResult:
+    """Executors can see the project's local folders (a cluster master's cannot, unless
+    ``shared_filesystem`` says so); ``master`` None: a Spark Connect server's, unknown here."""
+    from ivm_assets.errors import ConfigError
+    from ivm_assets.spark.cluster import check_reachable
+
+    if master is None:
+        return CheckResult("placement", "SKIP", "Spark runs behind a Connect server: checked at the first refresh that uses it")
+    locations = {"the warehouse": project.warehouse, **{f"source {n}": uri for n, uri in project.sources.items()}}
+    try:
+        check_reachable(master, locations, shared_filesystem=project.config.spark.shared_filesystem, settings=str(project.root / "ivm.yaml"))
+    except ConfigError as exc:
+        found, _, fix = str(exc).partition(": executors would write and read files on their own disks. ")
+        return CheckResult("placement", "FAIL", found, fix.removesuffix(" Nothing was written."))
+    return CheckResult("placement", "OK", f"the executors of {master} can reach the warehouse and every source")
 
 
 def check_python() -> CheckResult:
@@ -139,9 +163,9 @@ def _java_version(java: Path) -> str | None:
     return match.group(1) if match else None
 
 
-def check_spark(*, remote: str | None, java_ok: bool) -> CheckResult:
+def check_spark(*, remote: str | None, java_ok: bool, master: str | None = None) -> CheckResult:
     """A Connect server answers (``remote`` is ``sc://…``, or ``local`` with a warm server
-    running), or else a local Spark session starts and runs a query."""
+    running), or else a Spark session on ``master`` (default ``local[*]``) starts and runs a query."""
     if remote is not None and remote != "local":
         return _check_connect(remote)
     note = ""
@@ -154,18 +178,18 @@ def check_spark(*, remote: str | None, java_ok: bool) -> CheckResult:
         note = "; IVM_SPARK_REMOTE asks for the warm local server: none runs yet, the first refresh starts one (`ivm spark start`)"
     if not java_ok:
         return CheckResult("spark", "SKIP", "not started: Spark needs Java (see the java line)")
-    return _check_local_spark(note)
+    return _check_local_spark(note, master or "local[*]")
 
 
-def _check_local_spark(note: str) -> CheckResult:
+def _check_local_spark(note: str, master: str) -> CheckResult:
     from ivm_assets.spark.session import describe, get_spark
 
     started = time.monotonic()
     try:
-        spark = get_spark(master=os.environ.get("IVM_SPARK_MASTER", "local[*]"))
+        spark = get_spark(master=master)
         spark.range(1).count()
     except Exception as exc:  # any failure to start is the finding itself
-        return CheckResult("spark", "FAIL", f"local Spark did not start: {_first_line(exc)}",
+        return CheckResult("spark", "FAIL", f"Spark on {master} did not start: {_first_line(exc)}",
                            "check the java line above and Spark's message; the driver needs ~4 GiB of memory (spark.driver.memory)")
     return CheckResult("spark", "OK", f"Spark {spark.version} ({describe(spark)}) ran a query in {time.monotonic() - started:.1f} s{note}")
 

@@ -18,7 +18,7 @@ from tests.conftest import ProjectBuilder
 from tests.spark.connect_server import connect_server, free_port  # noqa: F401  (the shared session fixture)
 
 from ivm_assets.cli import run
-from ivm_assets.doctor import check_java, check_spark, check_versions, check_warehouse, load_project
+from ivm_assets.doctor import check_java, check_placement, check_spark, check_versions, check_warehouse, load_project
 
 BIN = Path(sys.executable).parent
 ORDERS = {"id": [1, 2, 3], "cust": [1, 1, 2], "amount": [10, 20, 30]}
@@ -48,7 +48,7 @@ def test_a_healthy_project_passes_every_check_in_order(builder, capsys):
     builder.write_config()
     status, checks = doctor(capsys, builder.root)
     assert status == 0, checks
-    assert list(checks) == ["python", "java", "spark", "project", "source orders", "warehouse", "versions"]
+    assert list(checks) == ["python", "java", "spark", "project", "source orders", "warehouse", "placement", "versions"]
     assert all(line.startswith("OK ") for line in checks.values()), checks
     assert "change data feed on" in checks["source orders"]
     assert "the first refresh creates it" in checks["warehouse"]
@@ -141,7 +141,7 @@ def test_ivm_doctor_without_java_fails_and_skips_spark(builder, tmp_path):
     assert "point JAVA_HOME at a Java 17+ installation" in lines["java"]
     assert lines["spark"] == "SKIP spark: not started: Spark needs Java (see the java line)"
     assert lines["source orders"].startswith("OK ")
-    assert run.stdout.splitlines()[-1] == "1 of 7 checks failed"
+    assert run.stdout.splitlines()[-1] == "1 of 8 checks failed"
     assert "no-jdk" not in run.stdout + run.stderr  # no environment variable's value
 
 
@@ -160,3 +160,15 @@ def test_versions_outside_the_declared_ranges_fail(tmp_path, monkeypatch):
     assert "no-such-package missing (needs >=1)" in result.found
     assert "pytest" not in result.found  # an extra's requirement is optional
     assert result.advice == 'pip install "dagster<1.0" "no-such-package>=1"'
+
+
+def test_local_folders_with_a_cluster_master_fail_the_placement_check(builder):
+    _healthy(builder)
+    builder.write_config("spark:\n  master: spark://spark-master.internal:7077\n")
+    project, _ = load_project(builder.root)
+    result = check_placement(project, master=project.config.spark.master)
+    assert result.status == "FAIL" and "Spark runs on the cluster spark://spark-master.internal:7077" in result.found
+    assert "shared_filesystem: true" in result.advice
+    builder.write_config("spark:\n  master: spark://spark-master.internal:7077\n  shared_filesystem: true\n")
+    project, _ = load_project(builder.root)
+    assert check_placement(project, master=project.config.spark.master).status == "OK"

@@ -131,7 +131,7 @@ def shop(venv) -> ProjectBuilder:
 def test_doctor_refresh_change_refresh(venv, shop):
     doctor = venv.run("ivm", "doctor", "--project", str(shop.root))
     assert doctor.returncode == 0, doctor.stdout + doctor.stderr
-    assert doctor.stdout.splitlines()[-1] == "all 7 checks passed (or skipped)"
+    assert doctor.stdout.splitlines()[-1] == "all 8 checks passed (or skipped)"
 
     first = venv.run("ivm", "refresh", "--project", str(shop.root))
     assert first.returncode == 0, first.stderr
