@@ -9,20 +9,16 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
-from pyspark import find_spark_home
 
 from ivm_assets import IvmProject
 from ivm_assets.errors import ConfigError, IvmError
 from ivm_assets.spark.cluster import check_reachable, is_local_master
-from tests.spark.connect_server import free_port
+from tests.spark.standalone import master_json, standalone  # noqa: F401  (the shared cluster fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -114,56 +110,6 @@ def test_connect_sessions_take_hadoop_settings_and_refuse_server_settings(connec
 # --- a standalone cluster ------------------------------------------------------------------
 
 
-def _json(url: str) -> dict:
-    with urllib.request.urlopen(url, timeout=5) as answer:
-        return json.loads(answer.read())
-
-
-@pytest.fixture(scope="module")
-def standalone(tmp_path_factory):
-    """(master URL, master web UI URL, the worker's work folder): a standalone master and a
-    one-core worker, started from pyspark's own scripts."""
-    folder = tmp_path_factory.mktemp("standalone")
-    spark_class = Path(find_spark_home._find_spark_home()) / "bin" / "spark-class"
-    port, ui, worker_ui = free_port(), free_port(), free_port()
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_DAEMON_MEMORY": "512m", "PYSPARK_PYTHON": sys.executable}
-    started = []
-    try:
-        with open(folder / "master.log", "w") as log:
-            started.append(subprocess.Popen(
-                [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(ui)],
-                stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-            ))
-        with open(folder / "worker.log", "w") as log:
-            started.append(subprocess.Popen(
-                [spark_class, "org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}", "--host", "127.0.0.1",
-                 "--webui-port", str(worker_ui), "--cores", "1", "--memory", "1g", "--work-dir", str(folder / "work")],
-                stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-            ))
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                if any(w["state"] == "ALIVE" for w in _json(f"http://127.0.0.1:{ui}/json/")["workers"]):
-                    break
-            except OSError:
-                pass
-            if time.monotonic() > deadline or any(p.poll() is not None for p in started):
-                logs = "\n".join((folder / f).read_text()[-1500:] for f in ("master.log", "worker.log"))
-                pytest.fail(f"the standalone cluster did not come up:\n{logs}")
-            time.sleep(0.5)
-        yield f"spark://127.0.0.1:{port}", f"http://127.0.0.1:{ui}", folder / "work"
-    finally:
-        for proc in started:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)  # its own session: the JVM spark-class runs and nothing else
-        for proc in started:
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-
-
 _REFRESH_ON_CLUSTER = """
 import json, sys
 from pathlib import Path
@@ -204,6 +150,6 @@ def test_the_demo_refreshes_through_a_standalone_cluster(standalone, tmp_path):
     assert all(found["oracle"].values()), found["oracle"]
     # The work ran in the worker's executor, not in the driver: the app ran there, and its
     # executor's folder is in the worker's work folder.
-    apps = _json(f"{ui}/json/")["completedapps"]
+    apps = master_json(ui)["completedapps"]
     assert any(app["name"] == "ivm_assets" for app in apps), apps
     assert any(p.name.startswith("app-") for p in work.iterdir())
