@@ -44,6 +44,7 @@ from pathlib import Path
 import pyspark
 
 from ivm_assets.errors import IvmError
+from ivm_assets.spark.cluster import is_local_master
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DEFAULT_PORT = 15002
@@ -147,17 +148,22 @@ def start_server(
             "spark.connect.grpc.binding.port": str(port),
         }
         driver_memory = settings.pop("spark.driver.memory", None)
+        master = master or os.environ.get("IVM_SPARK_MASTER", "local[*]")
         command = [
             str(Path(pyspark.__file__).parent / "bin" / "spark-submit"),
             "--class", SERVER_CLASS,
             "--name", "ivm_assets Spark Connect server",
-            "--master", master or os.environ.get("IVM_SPARK_MASTER", "local[*]"),
+            "--master", master,
             *(["--driver-memory", driver_memory] if driver_memory else []),
         ]
         for key, value in settings.items():
             command += ["--conf", f"{key}={value}"]
         log = folder / "server.log"
-        env = {**os.environ, "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable), "SPARK_LOCAL_IP": "127.0.0.1"}
+        env = {**os.environ, "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable)}
+        if is_local_master(master):
+            # Clients reach it on 127.0.0.1; a cluster's executors must reach its driver, so
+            # there Spark (or the user's SPARK_LOCAL_IP) picks the driver's address.
+            env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         with log.open("ab") as out:
             # Its own session: Ctrl-C in the terminal that started it does not reach it, and
             # spark-submit execs java, so the pid recorded is the server's JVM.
