@@ -72,8 +72,12 @@ def to_spark(spark: SparkSession, table: pa.Table) -> DataFrame:
     if table.num_rows == 0:
         return spark.createDataFrame([], schema=spark_schema(table.schema))
     # One chunk: pyspark 4.3 drops every record batch after an empty one (a pyarrow dataset
-    # read yields one batch per file, empty where a file has no matching row).
-    df = spark.createDataFrame(table.combine_chunks())
+    # read yields one batch per file, empty where a file has no matching row). The schema is
+    # given: left to infer it, pyspark reads a timestamp without a time zone as a TIMESTAMP
+    # (unless spark.sql.timestampType says otherwise) and shifts its wall time from the
+    # session time zone to UTC: a TIMESTAMP_NTZ change would meet its state as another type
+    # and, outside UTC, another value.
+    df = spark.createDataFrame(table.combine_chunks(), schema=spark_schema(table.schema))
     return df.coalesce(1) if _one_partition.get() else df
 
 

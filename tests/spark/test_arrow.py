@@ -47,3 +47,22 @@ def test_small_epochs_compile_no_generated_code(spark):
         rows = [tuple(r) for r in plan.collect()]
         assert codegen.METRIC_COMPILATION_TIME().getCount() == before
     assert rows == [(2, 0), (3, 1)]
+
+
+def test_a_timestamp_without_time_zone_stays_one_in_any_session_zone(spark):
+    """A TIMESTAMP_NTZ column enters Spark as TIMESTAMP_NTZ with its wall time, whatever the
+    session time zone (pyspark's own inference made it a TIMESTAMP shifted from the zone)."""
+    import datetime as dt
+
+    from pyspark.sql import types as T
+
+    wall = dt.datetime(2024, 7, 1, 12, 30)
+    table = pa.table({"ntz": pa.array([wall], pa.timestamp("us")), "ltz": pa.array([wall], pa.timestamp("us", tz="UTC"))})
+    before = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "America/New_York")
+    try:
+        df = to_spark(spark, table)
+        assert [f.dataType for f in df.schema.fields] == [T.TimestampNTZType(), T.TimestampType()]
+        assert df.selectExpr("CAST(ntz AS STRING)", "CAST(ltz AS STRING)").first() == ("2024-07-01 12:30:00", "2024-07-01 08:30:00")
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", before)
