@@ -1,10 +1,12 @@
 """Every delta-rs call ivm_assets makes lives in this module.
 
-Reads hand Spark DataFrames to the caller (snapshots are read by Spark from the table's
-parquet files; change feeds are read by delta-rs and normalized). Small writes (incremental
-appends, MERGEs) go from Arrow on the driver through delta-rs; whole-table writes (full
-refreshes, compactions) are parquet files written by Spark's executors and committed by
-delta-rs as add actions, so the driver never holds a whole table. Each commit is tagged
+Reads hand Spark DataFrames to the caller (snapshots are read by Spark's executors from the
+table's parquet files: by Spark's parquet reader on a local disk, by pyarrow in the executors'
+Python workers on an object store, see :mod:`ivm_assets.spark.executor_io`; change feeds are
+read by delta-rs and normalized). Small writes (incremental appends, MERGEs) go from Arrow on
+the driver through delta-rs; whole-table writes (full refreshes, compactions) are parquet
+files written by Spark's executors, on any store, and committed by delta-rs as add actions,
+so the driver never holds a whole table. Each commit is tagged
 with the refresh epoch as a Delta app transaction so an interrupted refresh can tell which
 tables already hold its work.
 
@@ -45,6 +47,7 @@ from pyspark.sql import functions as F
 
 from ivm_assets.delta import parquet_cache, storage
 from ivm_assets.errors import CommitConflictError, SourceError
+from ivm_assets.spark import executor_io
 from ivm_assets.spark.arrow import arrow_schema as spark_to_arrow_schema, normalize_table, spark_schema, to_arrow, to_spark
 
 WEIGHT = "__w"
@@ -847,37 +850,36 @@ def _read_files(spark: SparkSession, snap: SnapshotFiles) -> DataFrame:
         return to_spark(spark, _read_all(dt.scan()))
     if not files:
         return spark.createDataFrame([], schema=spark_schema(schema))
-    if not all(is_local(f) for f in files):
-        # Spark here has no object store connector (hadoop-aws comes from Maven): the driver
-        # reads the files with pyarrow and hands Spark the rows.
-        return to_spark(spark, _read_on_driver(snap, schema))
-    # An explicit schema spares Spark a job that reads every file footer to infer one.
     target = spark_schema(schema)
     partition_columns = dt.metadata().partition_columns
+    if not all(is_local(f) for f in files):
+        if storage.executor_io() == "python":
+            return _read_on_executors(spark, dt.table_uri, _data_files(snap), schema, partition_columns)
+        files = [storage.hadoop_uri(f) for f in files]
+    # An explicit schema spares Spark a job that reads every file footer to infer one.
     reader = spark.read.schema(target)
     if partition_columns:
-        reader = reader.option("basePath", dt.table_uri)
+        base = dt.table_uri if is_local(dt.table_uri) else storage.hadoop_uri(dt.table_uri)
+        reader = reader.option("basePath", base)
     return reader.parquet(*files).select(*[F.col(f"`{f.name}`") for f in target.fields])
 
 
-def _read_on_driver(snap: SnapshotFiles, schema: pa.Schema) -> pa.Table:
-    """Every row of ``snap``'s files, partition columns included (from the add actions),
-    read by pyarrow on the driver without passing through the parquet cache."""
-    partitions = snap.table.metadata().partition_columns
+def _data_files(snap: SnapshotFiles) -> list[executor_io.DataFile]:
+    """``snap``'s files with their sizes and partition values from the add actions."""
     index = _file_index(snap.table)
-    parts = [schema.empty_table()]
-    for path, size in zip(snap.files, snap.sizes):
-        file = parquet_cache.footer(_file_key(path), size)
-        tables, _ = parquet_cache.row_groups(file, list(range(len(file.rows))), keep=False)
-        rows = pa.concat_tables([_conform(t, pa.schema([f for f in schema if f.name not in partitions])) for t in tables]) if tables else None
-        if rows is None:
-            continue
-        values = index.get(_file_key(path), (0, {}))[1]
-        for name in partitions:
-            value = pa.array([values.get(name)] * rows.num_rows, pa.string()).cast(schema.field(name).type)
-            rows = rows.append_column(schema.field(name), value)
-        parts.append(rows.select(schema.names))
-    return pa.concat_tables(parts)
+    return [
+        executor_io.DataFile(_file_key(path), size, tuple(sorted(index.get(_file_key(path), (0, {}))[1].items())))
+        for path, size in zip(snap.files, snap.sizes)
+    ]
+
+
+def _read_on_executors(
+    spark: SparkSession, uri: str, files: list[executor_io.DataFile], schema: pa.Schema, partition_columns: list[str]
+) -> DataFrame:
+    """The rows of ``files`` of the table at ``uri`` (an object store), read by Spark's
+    executors with pyarrow (this Spark has no Hadoop object store connector)."""
+    root = storage.normalize(uri)
+    return executor_io.read_files(spark, files, root=root, schema=schema, spark_schema=spark_schema(schema), partitions=partition_columns)
 
 
 def read_changes(uri: str, *, after: int, upto: int, columns: list[str] | None = None) -> pa.Table:
@@ -1074,14 +1076,14 @@ def overwrite_epoch(
     the epoch's one commit, right after version ``after`` (None: create the table). Returns
     the rows written. See :func:`_commit_epoch` for what a lost race does.
 
-    A local table gets files written by Spark's executors (:func:`stage_files`): the driver
-    never holds the rows, which a full refresh at scale would not fit. Elsewhere, or when
-    the caller knows the rows are ``few`` (a Spark write job and its file commit protocol
-    cost ~0.2 s, more than bringing a few thousand rows to the driver), the rows come to the
+    The table gets files written by Spark's executors (:func:`stage_files`, on any store):
+    the driver never holds the rows, which a full refresh at scale would not fit. When the
+    caller knows the rows are ``few`` (a Spark write job and its file commit protocol cost
+    ~0.2 s, more than bringing a few thousand rows to the driver), the rows come to the
     driver as Arrow and delta-rs writes them (``row_group_rows`` caps their row groups).
     """
     partition_by, sort_by = partition_by or [], sort_by or []
-    if few or _local_path(uri) is None:
+    if few:
         table = _sorted(to_arrow(rows), [*partition_by, *sort_by])
         write_epoch(
             uri, table, epoch=epoch, after=after, mode="overwrite", partition_by=partition_by or None,
@@ -1118,10 +1120,14 @@ def read_staged(spark: SparkSession, uri: str, files: StagedFiles) -> DataFrame:
     columns included: a full refresh computes what it stores once and reads the stored files
     back instead of keeping a copy on the executors."""
     root = _local_path(uri)
-    paths = [os.path.join(root, a.path) for a in files.actions]
     schema = spark_schema(files.schema)
-    if not paths:
+    if not files.actions:
         return spark.createDataFrame([], schema)
+    if root is None:
+        base = storage.normalize(uri)
+        found = [executor_io.DataFile(f"{base}/{a.path}", a.size, tuple(sorted(a.partition_values.items()))) for a in files.actions]
+        return _read_on_executors(spark, uri, found, files.schema, files.partition_by)
+    paths = [os.path.join(root, a.path) for a in files.actions]
     # With the schema given Spark neither infers it (a job reading a footer) nor guesses the
     # partition columns' types from the folder names.
     rows = spark.read.schema(schema).option("basePath", root).parquet(*paths)
@@ -1131,11 +1137,8 @@ def read_staged(spark: SparkSession, uri: str, files: StagedFiles) -> DataFrame:
 def rewrite_rows(
     uri: str, rows: DataFrame, *, after: int, partition_by: list[str], sort_by: list[str], row_group_rows: int, metadata: dict[str, str]
 ) -> bool:
-    """:func:`rewrite` of a Spark DataFrame (sorted by ``partition_by`` + ``sort_by``): on a
-    local table its files are written by the executors, as in :func:`overwrite_epoch`."""
-    if _local_path(uri) is None:
-        table = _sorted(to_arrow(rows), [*partition_by, *sort_by])
-        return rewrite(uri, table, after=after, partition_by=partition_by, row_group_rows=row_group_rows, metadata=metadata)
+    """:func:`rewrite` of a Spark DataFrame (sorted by ``partition_by`` + ``sort_by``): its
+    files are written by the executors, as in :func:`overwrite_epoch`."""
     files = stage_files(uri, rows, partition_by=partition_by, sort_by=sort_by, row_group_rows=row_group_rows)
     return _compaction_commit(uri, after, lambda at, properties: _commit_files(uri, at, files, properties), metadata)
 
@@ -1169,23 +1172,28 @@ SPARK_ROW_GROUP_BYTES = 1 << 20
 def stage_files(
     uri: str, rows: DataFrame, *, partition_by: list[str], sort_by: list[str], row_group_rows: int | None = None
 ) -> StagedFiles:
-    """Spark writes ``rows`` as parquet into a staging folder inside the table's folder; the
-    files then move (one rename each, same file system) to where delta-rs puts its own:
-    ``<table>/<k>=<v>/part-….parquet``. Until the driver commits them they are not part of
-    the table: a process killed here leaves unreferenced files, which readers never see and
-    a later vacuum removes. Each file's row count, read from its footer, goes into the
-    Delta statistics (the cost model and :func:`row_count` use them). ``row_group_rows``
-    caps row groups by rows too, as the Arrow path does (narrow state rows fill 1 MiB only
-    after ~100,000 rows).
+    """Spark's executors write ``rows`` as parquet files into the table's folder, where
+    delta-rs puts its own: ``<table>/<k>=<v>/part-….parquet``. Until the driver commits them
+    they are not part of the table: a process killed here leaves unreferenced files, which
+    readers never see and a later vacuum removes. Each file's row count goes into the Delta
+    statistics (the cost model and :func:`row_count` use them). ``row_group_rows`` caps row
+    groups by rows too, as the Arrow path does (narrow state rows fill 1 MiB only after
+    ~100,000 rows).
+
+    A local table's files are written by Spark's parquet writer into a staging folder and
+    moved into place (one rename each, same file system). On an object store, where a
+    rename is a copy and this Spark has no connector, the executors write them in place
+    with pyarrow (:func:`~ivm_assets.spark.executor_io.write_files`).
     """
-    root = _local_path(uri)
-    if root is None:
-        raise ValueError(f"executor writes need a local table folder, not {uri!r}")
-    staging = os.path.join(root, f"_ivm_staging_{uuid.uuid4().hex}")
     if partition_by:
         rows = rows.repartition(*[F.col(f"`{c}`") for c in partition_by])
     if partition_by or sort_by:
         rows = rows.sortWithinPartitions(*[F.col(f"`{c}`") for c in [*partition_by, *sort_by]])
+    schema = _nullable(spark_to_arrow_schema(rows.schema))
+    root = _local_path(uri)
+    if root is None:
+        return _stage_remote(uri, rows, schema, partition_by=partition_by, row_group_rows=row_group_rows)
+    staging = os.path.join(root, f"_ivm_staging_{uuid.uuid4().hex}")
     writer = rows.write.option("parquet.block.size", SPARK_ROW_GROUP_BYTES)
     if row_group_rows:
         writer = writer.option("parquet.block.row.count.limit", row_group_rows)
@@ -1216,7 +1224,27 @@ def stage_files(
             )
     shutil.rmtree(staging, ignore_errors=True)
     _crossed("files")
-    return StagedFiles(actions, total, _nullable(spark_to_arrow_schema(rows.schema)), partition_by)
+    return StagedFiles(actions, total, schema, partition_by)
+
+
+def _stage_remote(uri: str, rows: DataFrame, schema: pa.Schema, *, partition_by: list[str], row_group_rows: int | None) -> StagedFiles:
+    """:func:`stage_files` on an object store: each write task puts its files in place under
+    names no other attempt uses, and the job's result says which files, how large, how many
+    rows (only one attempt of each task counts: a retried one's file is left unreferenced)."""
+    with storage.failures(uri):
+        written = executor_io.write_files(
+            rows, root=storage.normalize(uri), partitions=partition_by, row_group_rows=row_group_rows, row_group_bytes=SPARK_ROW_GROUP_BYTES
+        )
+    now_ms = int(time.time() * 1000)
+    actions = [
+        AddAction(
+            path=f.path, size=f.size, partition_values=f.partition, modification_time=now_ms, data_change=True,
+            stats=json.dumps({"numRecords": f.rows}),
+        )
+        for f in sorted(written, key=lambda f: f.path)
+    ]
+    _crossed("files")
+    return StagedFiles(actions, sum(f.rows for f in written), schema, partition_by)
 
 
 def _nullable(schema: pa.Schema) -> pa.Schema:

@@ -363,17 +363,17 @@ class StateTable:
         """``rows`` of a z-set table (its columns, ``__w``, ``__bucket``) computed once, as the
         batch to pass to :meth:`write` later and to read meanwhile.
 
-        In a full refresh of a local table the executors write them straight into this
-        table's folder, sorted and bucketed as the table keeps them; the commit comes later
-        in the epoch's order (:meth:`write`), and meanwhile the batch reads the written files.
-        The alternative, a checkpoint on the executors plus a count and then the write, costs
-        two more passes over the rows (TPC-H Q3 at SF 1: 3.8 s of a 10.4 s build). Elsewhere
-        (an incremental epoch, a remote table, a repeat of a full epoch this table already
-        holds, or the latest-value layout, whose few groups cost less checkpointed and
-        written from Arrow) the rows are materialized as usual.
+        In a full refresh the executors write them straight into this table's folder (on any
+        store), sorted and bucketed as the table keeps them; the commit comes later in the
+        epoch's order (:meth:`write`), and meanwhile the batch reads the written files. The
+        alternative, a checkpoint on the executors plus a count and then the write, costs two
+        more passes over the rows (TPC-H Q3 at SF 1: 3.8 s of a 10.4 s build). Elsewhere (an
+        incremental epoch, a repeat of a full epoch this table already holds, or the
+        latest-value layout, whose few groups cost less checkpointed and written from Arrow)
+        the rows are materialized as usual.
         """
         uri = self.uri(ctx)
-        if not ctx.full or self.layout_kind != "zset" or not delta.is_local(uri) or delta.holds_epoch(uri, ctx.epoch):
+        if not ctx.full or self.layout_kind != "zset" or delta.holds_epoch(uri, ctx.epoch):
             return materialize(rows, small=not ctx.full)
         stored = rows.select(*[col(c) for c in self._stored_columns()], col(BUCKET))
         files = delta.stage_files(uri, stored, partition_by=[BUCKET], sort_by=list(self.keys), row_group_rows=ROW_GROUP_ROWS)

@@ -1,0 +1,247 @@
+"""Spark's executors read and write the files of tables on S3 (a local moto server, see
+conftest.py); the driver only plans and commits."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ElementTree
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from ivm_assets.delta import storage
+from ivm_assets.delta import tables as delta
+from ivm_assets.delta.tables import Epoch
+
+from tests.spark.connect_server import connect_server  # noqa: F401  (the shared Connect server fixture)
+
+pytestmark = pytest.mark.s3
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _rows(n: int, start: int = 0) -> pa.Table:
+    ids = list(range(start, start + n))
+    return pa.table({
+        "id": pa.array(ids, pa.int64()),
+        "name": pa.array([f"n{i % 97}" if i % 11 else None for i in ids], pa.string()),
+        "amount": pa.array([Decimal(i) / 100 for i in ids], pa.decimal128(12, 2)),
+        "at": pa.array([datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone.utc) + datetime.timedelta(seconds=i) for i in ids],
+                       pa.timestamp("us", tz="UTC")),
+        "part": pa.array([i % 3 for i in ids], pa.int64()),
+    })
+
+
+def _sorted(rows: list) -> list:
+    return sorted(tuple(r) for r in rows)
+
+
+def test_a_partitioned_snapshot_is_read_by_the_executors(s3_project, monkeypatch):
+    uri = f"{s3_project.base}/t"
+    delta.create_table(uri, _rows(5000), partition_by=["part"])
+    delta.write(uri, _rows(100, 5000).drop_columns(["name"]).append_column("name", pa.nulls(100, pa.string())), mode="append")
+    collected = []
+    monkeypatch.setattr(delta, "to_spark", lambda *a: collected.append(a) or pytest.fail("rows went through the driver"))
+    df = delta.read_snapshot(s3_project.spark, uri)
+    assert df.columns == ["id", "name", "amount", "at", "part"]
+    expected = _rows(5000).to_pylist() + _rows(100, 5000).to_pylist()
+    for row in expected:
+        row["at"] = row["at"].replace(tzinfo=None)  # Spark hands timestamps back in the session's time zone, UTC
+    for row in expected[5000:]:
+        row["name"] = None
+    got = [r.asDict() for r in df.collect()]
+    key = lambda r: r["id"]  # noqa: E731
+    assert sorted(got, key=key) == sorted(expected, key=key)
+
+
+def test_files_staged_on_s3_are_read_back_and_committed(s3_project):
+    spark = s3_project.spark
+    uri = f"{s3_project.base}/state"
+    rows = spark.createDataFrame(_rows(20000).to_pandas()).withColumnRenamed("part", "__bucket")
+    files = delta.stage_files(uri, rows, partition_by=["__bucket"], sort_by=["id"], row_group_rows=4096)
+    assert files.rows == 20000 and {a.partition_values["__bucket"] for a in files.actions} == {"0", "1", "2"}
+    assert all(a.path.startswith("__bucket=") and a.path.split("/")[1].startswith("part-") for a in files.actions)
+    staged = delta.read_staged(spark, uri, files)
+    assert staged.columns == rows.columns
+    assert _sorted(staged.collect()) == _sorted(rows.collect())
+    assert not delta.is_delta_table(uri)
+    delta.commit_staged(uri, files, epoch=Epoch("ivm:t", 1, {}), after=None)
+    assert delta.row_count(uri, 0) == 20000
+    assert _sorted(delta.read_snapshot(spark, uri).select(*rows.columns).collect()) == _sorted(rows.collect())
+    import pyarrow.parquet as pq
+
+    fs, path = storage.filesystem(f"{uri}/{files.actions[0].path}")
+    meta = pq.ParquetFile(fs.open_input_file(path)).metadata
+    assert meta.row_group(0).num_rows <= 4096 and meta.row_group(0).column(0).compression == "SNAPPY"
+
+
+# --- a full build through the executors ------------------------------------------------------
+ORDERS = pa.schema([("id", pa.int64()), ("cust", pa.int64()), ("amount", pa.decimal128(10, 2))])
+SALES = (
+    "SELECT c.region, COUNT(*) AS n, SUM(o.amount) AS total, MAX(o.amount) AS biggest "
+    "FROM orders o JOIN customers c ON o.cust = c.cust GROUP BY c.region"
+)
+# More orders than a state table writes from the driver (arrangement.DRIVER_WRITE_ROWS).
+N_ORDERS = 60_000
+_EXECUTOR_FILE = re.compile(r"/part-[0-9a-f]{32}\.parquet$")
+
+
+def _shop(p) -> None:
+    ids = pa.array(range(N_ORDERS), pa.int64())
+    p.source("orders", pa.table({"id": ids, "cust": pa.compute.remainder(ids, 1000), "amount": pa.array(
+        [Decimal(i % 500) / 4 for i in range(N_ORDERS)], pa.decimal128(10, 2))}, schema=ORDERS))
+    p.source("customers", {"cust": pa.array(range(1000), pa.int64()), "region": [f"r{i % 7}" for i in range(1000)]})
+    p.view("sales", SALES)
+
+
+def _change(p, step: int) -> None:
+    uri = p.sources["orders"]
+    delta.write(uri, pa.Table.from_pylist([{"id": N_ORDERS + step, "cust": step, "amount": Decimal(5 + step)}], schema=ORDERS), mode="append")
+    delta.delete_rows(uri, f"id = {step * 7}")
+
+
+class _Driver:
+    """Counts the rows that pass through the driver between Arrow and Spark (``to_arrow``,
+    ``to_spark``) and the driver-side reads of table files, calling through to them."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.rows = 0
+        self.reads = 0
+        for name in ("to_arrow", "to_spark"):
+            real = getattr(delta, name)
+            monkeypatch.setattr(delta, name, self._counting(real))
+        real_groups = delta.read_row_groups
+
+        def read_row_groups(*args, **kwargs):
+            self.reads += 1
+            return real_groups(*args, **kwargs)
+
+        monkeypatch.setattr(delta, "read_row_groups", read_row_groups)
+
+    def _counting(self, real):
+        def call(*args):
+            result = real(*args)
+            table = result if isinstance(result, pa.Table) else args[-1]
+            self.rows += table.num_rows
+            return result
+
+        return call
+
+
+def test_a_full_build_reads_and_writes_through_the_executors(s3_project, monkeypatch):
+    from tests.conftest import assert_oracle
+
+    _shop(s3_project)
+    project = s3_project.load()
+    driver = _Driver(monkeypatch)
+    [first] = project.refresh()
+    assert first.mode == "full", first.summary()
+    # Only few-row state tables crossed the driver (written from Arrow by design: the 1,000
+    # customers' side and the 7 groups); no source was read there, and the 60,000 orders and
+    # their join state never crossed it.
+    assert driver.rows <= 1000 + 7 and driver.reads == 0, (driver.rows, driver.reads)
+    objects = s3_project.server.objects(s3_project.bucket)
+    written = [k for k in objects if k.startswith("warehouse/") and _EXECUTOR_FILE.search(k)]
+    assert any(k.startswith("warehouse/sales/") for k in written), sorted(objects)
+    assert any("/_ivm/sales/join_" in k for k in written), sorted(objects)
+    monkeypatch.undo()
+    assert_oracle(project)
+    for step in (1, 2):
+        _change(s3_project, step)
+        [result] = project.refresh()
+        assert (result.mode, result.engine) == ("incremental", "in process"), result.summary()
+        assert_oracle(project)
+
+
+def test_the_secret_appears_in_no_plan_log_or_error_of_a_full_build(s3_project, caplog, capfd):
+    """A full build through the executors, then the plans of an executor read and write
+    (``explain``), the logs (the JVM's included), the errors of a refused read on the
+    executors: the secret in none of them."""
+    import logging
+    import traceback
+
+    from ivm_assets.spark import executor_io
+    from ivm_assets.spark.arrow import spark_schema
+
+    secret = s3_project.server.secret
+    caplog.set_level(logging.DEBUG)
+    _shop(s3_project)
+    project = s3_project.load()
+    shown = [f"{r.summary()} {r.stats} {r!r}" for r in project.refresh()]
+    spark = s3_project.spark
+    read = delta.read_snapshot(spark, s3_project.sources["orders"])
+    plan = executor_io.write_plan(read, root=f"{s3_project.base}/x", partitions=[], row_group_rows=None, row_group_bytes=1 << 20)
+    for df in (read, plan):
+        df.explain(mode="extended")
+        df.explain(mode="formatted")
+    shown.append(repr(executor_io._Store("s3://x", storage.registration(s3_project.base))))
+    # The store refuses a read on the executors: its error, as the driver sees it.
+    wrong = "wrong-secret-for-the-executors"
+    orders = s3_project.sources["orders"]
+    snap = delta.snapshot_files(orders)
+    schema = delta.normalize_schema_of(snap.table)
+    storage.register(orders, s3_project.server.options(secret=wrong), origin="the test")
+    with pytest.raises(Exception) as refused:
+        executor_io.read_files(
+            spark, delta._data_files(snap), root=orders, schema=schema, spark_schema=spark_schema(schema), partitions=[]
+        ).count()
+    shown += [str(refused.value), repr(refused.value), "".join(traceback.format_exception(refused.value))]
+    assert "executor I/O of s3://" in shown[-1] and "AWS Error" in shown[-1], shown[-1][-3000:]
+    assert wrong not in shown[-1]
+    storage.register(orders, s3_project.server.options(), origin="the test")
+    shown += [r.getMessage() for r in caplog.records]
+    captured = capfd.readouterr()
+    shown += [captured.out, captured.err]
+    assert "BatchScan ivm_files_" in captured.out and "ivm_write_files" in captured.out, captured.out[-3000:]
+    assert [text[:200] for text in shown if secret in text] == []
+
+
+@pytest.mark.slow
+def test_sigkill_mid_full_build_leaves_only_unreferenced_files_and_a_rerun_builds_once(s3_project):
+    """The refresh is killed right after the executors put a state table's files in place,
+    before the driver commits them; the re-run builds the view from scratch."""
+    from ivm_assets.state.progress import Progress
+    from tests.conftest import assert_oracle
+
+    _shop(s3_project)
+    s3_project.write_config({"lease_seconds": 2})  # the killed refresh's claim lapses soon
+    script = f"from ivm_assets import IvmProject; IvmProject.load({str(s3_project.root)!r}).refresh()"
+    env = {**os.environ, "IVM_CRASH_AFTER_FILE_WRITES": "1", "IVM_SPARK_MASTER": "local[1]"}
+    killed = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, timeout=600)
+    assert killed.returncode == -9, killed.stderr.decode()[-2000:]
+    left = [k for k in s3_project.server.objects(s3_project.bucket) if k.startswith("warehouse/") and _EXECUTOR_FILE.search(k)]
+    assert left, "the executors wrote files before the kill"
+    project = s3_project.load(lease_seconds=2)
+    [result] = project.refresh()
+    assert (result.epoch, result.mode) == (1, "full"), result.summary()
+    assert_oracle(project)
+    where = project.location("sales")
+    referenced = set()
+    for name in Progress(where.progress).last_committed().payload["state_versions"]:
+        uri = f"{where.state_root}/{name}"
+        referenced |= {f.split(f"{s3_project.base}/", 1)[1] for f in delta.snapshot_files(uri).files}
+    assert not referenced & set(left), "a killed write's files are never part of a table"
+
+
+@pytest.mark.slow
+@pytest.mark.connect
+def test_executor_reads_and_writes_over_spark_connect(connect_server, tmp_path):
+    """The tests above, in a child pytest whose Spark is a Connect session: Python data
+    sources register over Connect, and the write function ships the same way."""
+    server, env = connect_server
+    if os.environ.get("IVM_SPARK_REMOTE"):
+        pytest.skip("already over Connect")
+    report = tmp_path / "report.xml"
+    child = subprocess.run(
+        [sys.executable, "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider", f"--junitxml={report}",
+         "-k", "not over_spark_connect and not sigkill"],
+        cwd=ROOT, env={**os.environ, **env, "IVM_SPARK_REMOTE": server.url}, capture_output=True, text=True, timeout=900,
+    )
+    assert child.returncode == 0, child.stdout[-4000:] + child.stderr[-2000:]
+    cases = ElementTree.parse(report).getroot().iter("testcase")
+    assert len([c for c in cases if not list(c)]) == 4, child.stdout[-2000:]
