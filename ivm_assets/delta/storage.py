@@ -196,7 +196,38 @@ def _s3(entry: Registration) -> pafs.FileSystem:
         args["anonymous"] = True
     if (get("AWS_VIRTUAL_HOSTED_STYLE_REQUEST") or "").lower() == "true":
         args["force_virtual_addressing"] = True
-    return pafs.S3FileSystem(**args)
+    return pafs.S3FileSystem(**args, **_client_limits(entry))
+
+
+def _client_limits(entry: Registration) -> dict:
+    """pyarrow's S3 timeouts and retries from object_store's client options (``timeout``,
+    ``connect_timeout``, ``max_retries``), so that a store which stops answering fails the
+    driver-side reads when it fails delta-rs', not after the AWS SDK's own defaults."""
+    args: dict = {}
+    for name, arg in (("timeout", "request_timeout"), ("connect_timeout", "connect_timeout")):
+        if (value := entry.get(name)) is not None:
+            args[arg] = _seconds(value, name, entry)
+    if (retries := entry.get("max_retries")) is not None:
+        if not retries.strip().isdigit():
+            raise StorageError(f"max_retries in {entry.origin}: expected a whole number of retries, found {retries!r}")
+        args["retry_strategy"] = pafs.AwsStandardS3RetryStrategy(max_attempts=int(retries) + 1)
+    return args
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|msec|s|sec|secs|seconds?|m|min|mins|minutes?)?\s*$")
+
+
+def _seconds(text: str, name: str, entry: Registration) -> float:
+    """A duration as object_store reads it (``"30s"``, ``"500ms"``, ``"2 minutes"``), in seconds.
+
+    >>> _seconds("500ms", "timeout", Registration("s3://b", ()))
+    0.5
+    """
+    found = _DURATION.match(text)
+    if found is None:
+        raise StorageError(f"{name} in {entry.origin}: expected a duration such as '30s' or '500ms', found {text!r}")
+    unit = (found[2] or "s").lower()
+    return float(found[1]) * (0.001 if unit.startswith("ms") else 60 if unit.startswith("m") else 1)
 
 
 def _azure(entry: Registration, parsed, uri: str) -> pafs.FileSystem:
@@ -295,36 +326,59 @@ _REFUSED_CREDENTIALS = (
     "InvalidClientTokenId", "ExpiredToken", "403 Forbidden",
     "INVALID_ACCESS_KEY_ID", "SIGNATURE_DOES_NOT_MATCH", "ACCESS_DENIED", "EXPIRED_TOKEN",
 )
-_UNREACHABLE = ("Connection refused", "error sending request", "dns error", "NETWORK_CONNECTION", "Couldn't connect", "tcp connect error")
+# No connection at all: nothing listens at the endpoint, or its name does not resolve.
+_UNREACHABLE = ("Connection refused", "dns error", "Couldn't connect", "tcp connect error", "curlCode: 6,", "curlCode: 7,")
+# A connection that broke or went silent mid-request, after the client's own retries: object_store
+# (reqwest) words, then the AWS SDK's (pyarrow) and curl's.
+_INTERRUPTED = (
+    "timed out", "error sending request", "body error", "connection closed", "Connection reset", "reset by peer",
+    "Broken pipe", "NETWORK_CONNECTION", "REQUEST_TIMEOUT", "Timeout was reached", "Failure when receiving data",
+    "Failure when sending data", "IncompleteBody", "unexpected end of file",
+)
 
 
 def failure(exc: BaseException, uri: str) -> StorageError | None:
     """A :class:`StorageError` naming the table and the setting to check, when ``exc`` (from
-    delta-rs or pyarrow, at ``uri``) is a missing bucket, refused credentials or an
-    unreachable store; a redacted copy when its text holds a secret; None otherwise."""
+    delta-rs or pyarrow, at ``uri``: a table, or a file in one) is a missing bucket, refused
+    credentials, an unreachable store or a connection that broke or timed out; a redacted
+    copy when its text holds a secret; None otherwise."""
     text = str(exc)
     entry = registration(uri)
     origin = entry.origin if entry is not None else "the environment (no storage_options registered for it)"
     store = _store_of(uri)
+    table = _table_named(uri)
     if any(m in text for m in _NO_BUCKET):
         return StorageError(
-            f"cannot reach the Delta table {uri}: its {store} does not exist. Check the path in ivm.yaml, or create the "
+            f"cannot reach {table}: its {store} does not exist. Check the path in ivm.yaml, or create the "
             f"{store}; the endpoint comes from {_endpoint_hint(entry)} in {origin}."
         )
     if any(m in text for m in _REFUSED_CREDENTIALS):
         keys = _credential_keys(uri)
         return StorageError(
-            f"the store refused the credentials for the Delta table {uri} ({_first_marker(text, _REFUSED_CREDENTIALS)}). "
+            f"the store refused the credentials for {table} ({_first_marker(text, _REFUSED_CREDENTIALS)}). "
             f"Check {keys} in {origin}."
         )
     if any(m in text for m in _UNREACHABLE):
         return StorageError(
-            f"cannot connect to the store of the Delta table {uri}. Check {_endpoint_hint(entry)} in {origin}, and that "
+            f"cannot connect to the store of {table}. Check {_endpoint_hint(entry)} in {origin}, and that "
             "the store is up."
+        )
+    if any(m in text for m in _INTERRUPTED):
+        return StorageError(
+            f"the connection to the store broke or timed out while reaching {table} "
+            f"({_first_marker(text, _INTERRUPTED)}, after the storage client's retries). Check the network to the "
+            f"store ({_endpoint_hint(entry)} in {origin}); on a slow or unreliable link raise `timeout` or "
+            "`max_retries` there. Run the refresh again: an interrupted epoch is finished, never applied twice."
         )
     if redact(text) != text:
         return StorageError(f"storage error at {uri}: {redact(text)}")
     return None
+
+
+def _table_named(uri: str) -> str:
+    """How an error names the table at ``uri`` (or the table a log file ``uri`` belongs to)."""
+    table, in_log, _ = uri.partition("/_delta_log/")
+    return f"the Delta table {table}" if in_log or not uri.endswith(".parquet") else f"the file {uri} of a Delta table"
 
 
 @contextmanager
