@@ -29,6 +29,7 @@ re-raised with every secret value masked and without the client's exception chai
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from pyspark import TaskContext
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
@@ -51,6 +53,11 @@ _OPEN_COST = 4 << 20
 # Partition values Spark writes as this folder name (Hive's), and which characters it escapes.
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 _ESCAPED = set('"#%\'*/:=?\\\x7f{[]^') | {chr(c) for c in range(0x20)}
+
+# Fault injection for the tests: with this variable set (in the environment Spark's Python
+# workers inherit), each write task's first attempt fails after writing its files, as a task
+# whose executor was lost would; Spark retries it where the master allows (``local[2,2]``).
+FAIL_FIRST_ATTEMPT = "IVM_FAIL_FIRST_WRITE_ATTEMPT"
 
 WRITTEN = pa.schema([("path", pa.string()), ("size", pa.int64()), ("rows", pa.int64()), ("partition", pa.string())])
 
@@ -256,6 +263,8 @@ class _FileWriter:
             raise
         except Exception as exc:
             raise self.store.error(exc, current.uri if current is not None else self.store.root) from None
+        if written and os.environ.get(FAIL_FIRST_ATTEMPT) and TaskContext.get().attemptNumber() == 0:
+            raise RuntimeError("simulated failure of a write task's first attempt, after its files were written")
         yield pa.RecordBatch.from_pylist(written, schema=WRITTEN)
 
     __name__ = "ivm_write_files"  # what Spark's plan shows of the function

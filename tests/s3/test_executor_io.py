@@ -229,6 +229,31 @@ def test_sigkill_mid_full_build_leaves_only_unreferenced_files_and_a_rerun_build
 
 
 @pytest.mark.slow
+def test_a_retried_write_task_leaves_its_first_attempts_files_out_of_the_commit(s3_project):
+    """Each write task's first attempt fails after writing its files (Spark retries it: the
+    child's master allows two attempts); the commit holds the files of one attempt per task."""
+    from ivm_assets.spark.executor_io import FAIL_FIRST_ATTEMPT
+    from ivm_assets.state.progress import Progress
+    from tests.conftest import assert_oracle
+
+    _shop(s3_project)
+    s3_project.write_config()
+    script = f"from ivm_assets import IvmProject; print(IvmProject.load({str(s3_project.root)!r}).refresh()[0].summary())"
+    env = {**os.environ, FAIL_FIRST_ATTEMPT: "1", "IVM_SPARK_MASTER": "local[2,2]"}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and "full" in done.stdout, done.stderr[-3000:]
+    assert "simulated failure of a write task" in done.stderr, "no attempt failed"
+    project = s3_project.load()
+    assert_oracle(project)
+    where = project.location("sales")
+    written = {k for k in s3_project.server.objects(s3_project.bucket) if k.startswith("warehouse/") and _EXECUTOR_FILE.search(k)}
+    referenced = set()
+    for uri in [where.output, *(f"{where.state_root}/{n}" for n in Progress(where.progress).last_committed().payload["state_versions"])]:
+        referenced |= {f.split(f"{s3_project.base}/", 1)[1] for f in delta.snapshot_files(uri).files if _EXECUTOR_FILE.search(f)}
+    assert referenced and referenced < written, "the failed attempts' files exist and are not committed"
+
+
+@pytest.mark.slow
 @pytest.mark.connect
 def test_executor_reads_and_writes_over_spark_connect(connect_server, tmp_path):
     """The tests above, in a child pytest whose Spark is a Connect session: Python data
@@ -239,7 +264,7 @@ def test_executor_reads_and_writes_over_spark_connect(connect_server, tmp_path):
     report = tmp_path / "report.xml"
     child = subprocess.run(
         [sys.executable, "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider", f"--junitxml={report}",
-         "-k", "not over_spark_connect and not sigkill"],
+         "-k", "not over_spark_connect and not sigkill and not retried"],
         cwd=ROOT, env={**os.environ, **env, "IVM_SPARK_REMOTE": server.url}, capture_output=True, text=True, timeout=900,
     )
     assert child.returncode == 0, child.stdout[-4000:] + child.stderr[-2000:]
