@@ -10,9 +10,15 @@ server answered for it (from its request log). Printed, not asserted.
 
     python benchmarks/object_storage.py [--sf 0.1] [--views q01,q03,q06,q10] [--batches 4] [--batch-fraction 0.001]
 
-Results go to benchmarks/results/object_storage.json and .md. On object storage Spark's
-executors do not read or write the files themselves yet (docs/deploy.md): full builds pass
-their tables through the driver.
+Results go to benchmarks/results/object_storage.json and .md.
+
+    python benchmarks/object_storage.py --full-build [--sf 0.1] [--views q03,q10] [--before DIR]
+
+measures full builds on S3 instead: each view built from scratch in a fresh process, timed,
+with the driver's peak memory (VmHWM of the Python process, and of the JVM, which in local
+mode hosts the executors too). ``--before DIR`` also runs the same builds with the ivm_assets
+found in DIR (e.g. ``git archive <commit> | tar -x -C DIR``), to compare with an older version.
+Results go to benchmarks/results/object_storage_full_build.json and .md.
 """
 
 from __future__ import annotations
@@ -35,7 +41,9 @@ from pathlib import Path
 import yaml
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
+# A child build (--child-build FOLDER VIEW --code DIR) imports the ivm_assets found in DIR.
+_CODE = sys.argv[sys.argv.index("--code") + 1] if "--code" in sys.argv else str(HERE.parent)
+sys.path.insert(0, _CODE)
 
 from ivm_assets import IvmProject  # noqa: E402
 from ivm_assets.delta import storage  # noqa: E402
@@ -153,14 +161,108 @@ def run_store(name: str, spark, parquet: Path, root: str, folder: Path, views: l
     return {"load_s": load_s, "build_s": builds, "refreshes": refreshes, "noop": noop}
 
 
+def _peak_kib(pid: int) -> int | None:
+    """A process's peak resident memory (VmHWM) in KiB; None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        return None
+
+
+def _jvm_pid() -> int | None:
+    """The JVM this process started (local Spark's driver, executors inside)."""
+    me = str(os.getpid())
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                parent = f.read().rsplit(")", 1)[1].split()[1]
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                command = f.read()
+        except OSError:
+            continue
+        if parent == me and b"java" in command:
+            return int(entry)
+    return None
+
+
+def child_build(folder: str, view: str) -> None:
+    """Build ``view`` of the project in ``folder`` from scratch in this fresh process; print
+    the time and the peak memories as JSON (the last line)."""
+    project = IvmProject.load(folder)
+    began = time.perf_counter()
+    [result] = project.refresh([view])
+    seconds = time.perf_counter() - began
+    found = {"seconds": seconds, "mode": result.mode, "python_hwm_mib": _peak_kib(os.getpid()) / 1024}
+    jvm = _jvm_pid()
+    found["jvm_hwm_mib"] = _peak_kib(jvm) / 1024 if jvm else None
+    print(json.dumps(found), flush=True)
+
+
+def full_builds(args, views: list[str]) -> None:
+    """Each view built from scratch on S3 in a fresh process (see the module doc)."""
+    parquet = generate_parquet(args.sf, DATA_DIR)
+    run_dir = DATA_DIR / f"object_storage_full_sf{args.sf:g}"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    run_dir.mkdir(parents=True)
+    load = os.getloadavg()
+    s3 = LocalS3(run_dir / "s3_requests.log")
+    codes = {"now": str(HERE.parent), **({"before": str(Path(args.before).resolve())} if args.before else {})}
+    runs: list[dict] = []
+    try:
+        s3.create_bucket("bench")
+        root = "s3://bench/tpch"
+        storage.register(root, s3.options, origin="benchmarks/object_storage.py")
+        sources = create_sources(parquet, root + "/sources")
+        for view in views:
+            for code, where in codes.items():
+                folder = run_dir / f"project_{view}_{code}"
+                project_at(folder, f"{root}/warehouse_{view}_{code}", sources, [view], s3.options)
+                env = {**os.environ, "IVM_SPARK_MASTER": os.environ.get("IVM_SPARK_MASTER", "local[2]")}
+                command = [sys.executable, __file__, "--child-build", str(folder), view, "--code", where]
+                done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=7200)
+                if done.returncode != 0:
+                    raise RuntimeError(f"{view} ({code}) failed: {done.stderr[-3000:]}")
+                found = {"view": view, "code": code, **json.loads(done.stdout.strip().splitlines()[-1])}
+                runs.append(found)
+                print(f"  {view} {code}: {found}", flush=True)
+    finally:
+        s3.stop()
+    meta = {
+        "date": datetime.date.today().isoformat(), "sf": args.sf, "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "load_average_at_start": load, "load_average_at_end": os.getloadavg(), "spark_master": os.environ.get("IVM_SPARK_MASTER", "local[2]"),
+    }
+    out = HERE / "results" / "object_storage_full_build"
+    out.with_suffix(".json").write_text(json.dumps({"meta": meta, "runs": runs}, indent=2) + "\n")
+    lines = ["| view | code | build s | driver (Python) peak MiB | JVM peak MiB |", "|---|---|---|---|---|"]
+    for r in runs:
+        jvm = f"{r['jvm_hwm_mib']:.0f}" if r["jvm_hwm_mib"] else "?"
+        lines.append(f"| {r['view']} | {r['code']} | {r['seconds']:.1f} | {r['python_hwm_mib']:.0f} | {jvm} |")
+    text = (
+        f"# Full builds on S3: TPC-H SF {args.sf:g}, one fresh process per build\n\n"
+        f"{meta['date']}, {meta['machine']}, {meta['spark_master']}, load average {load[0]:.2f} at start and "
+        f"{meta['load_average_at_end'][0]:.2f} at end; S3 is a local moto server. The JVM is local Spark's driver with "
+        "its executors inside.\n\n" + "\n".join(lines) + "\n"
+    )
+    out.with_suffix(".md").write_text(text)
+    print(text)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sf", type=float, default=0.1)
     parser.add_argument("--views", default="q01,q03,q06,q10")
     parser.add_argument("--batches", type=int, default=4)
     parser.add_argument("--batch-fraction", type=float, default=0.001)
+    parser.add_argument("--full-build", action="store_true", help="measure full builds on S3 (time, peak memory)")
+    parser.add_argument("--before", help="with --full-build: a folder holding an older ivm_assets to compare with")
     args = parser.parse_args()
     views = args.views.split(",")
+    if args.full_build:
+        full_builds(args, views)
+        return
     parquet = generate_parquet(args.sf, DATA_DIR)
     run_dir = DATA_DIR / f"object_storage_sf{args.sf:g}"
     shutil.rmtree(run_dir, ignore_errors=True)
@@ -213,4 +315,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if "--child-build" in sys.argv:
+        at = sys.argv.index("--child-build")
+        child_build(sys.argv[at + 1], sys.argv[at + 2])
+    else:
+        main()
