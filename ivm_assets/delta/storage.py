@@ -28,6 +28,7 @@ raised as :class:`~ivm_assets.errors.StorageError` without the client's exceptio
 from __future__ import annotations
 
 import errno
+import os
 import re
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -230,13 +231,21 @@ def _seconds(text: str, name: str, entry: Registration) -> float:
     return float(found[1]) * (0.001 if unit.startswith("ms") else 60 if unit.startswith("m") else 1)
 
 
+# object_store's defaults for the Azurite emulator (AZURE_STORAGE_USE_EMULATOR): its well-known
+# development account, and its Blob endpoint unless AZURITE_BLOB_STORAGE_URL names another.
+_EMULATOR_ACCOUNT = "devstoreaccount1"
+_EMULATOR_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+
+
 def _azure(entry: Registration, parsed, uri: str) -> pafs.FileSystem:
-    """pyarrow's Azure client: account from the options or from an ``abfss://`` host."""
+    """pyarrow's Azure client: account from the options or from an ``abfss://`` host, and
+    the endpoint delta-rs uses (``AZURE_STORAGE_ENDPOINT``, or the emulator's)."""
 
     def get(*names: str) -> str | None:
         return entry.get(*names, *(n.removeprefix("AZURE_STORAGE_") for n in names))
 
-    account = get("AZURE_STORAGE_ACCOUNT_NAME")
+    emulator = (get("AZURE_STORAGE_USE_EMULATOR") or "").lower() == "true"
+    account = get("AZURE_STORAGE_ACCOUNT_NAME") or (_EMULATOR_ACCOUNT if emulator else None)
     if account is None and "@" in parsed.netloc:
         account = parsed.netloc.split("@", 1)[1].split(".", 1)[0]
     if account is None:
@@ -244,7 +253,7 @@ def _azure(entry: Registration, parsed, uri: str) -> pafs.FileSystem:
             f"cannot read {uri}: expected AZURE_STORAGE_ACCOUNT_NAME in {entry.origin} (or an abfss://container@account… URI), found none"
         )
     args: dict = {}
-    if key := get("AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_ACCESS_KEY"):
+    if key := get("AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_ACCESS_KEY") or (_EMULATOR_KEY if emulator else None):
         args["account_key"] = key
     if sas := get("AZURE_STORAGE_SAS_KEY", "AZURE_STORAGE_SAS_TOKEN"):
         args["sas_token"] = sas
@@ -252,9 +261,15 @@ def _azure(entry: Registration, parsed, uri: str) -> pafs.FileSystem:
                       ("AZURE_STORAGE_TENANT_ID", "tenant_id")):
         if value := get(name, name.replace("STORAGE_", "")):
             args[arg] = value
-    if (get("AZURE_STORAGE_USE_EMULATOR") or "").lower() == "true":
-        args.update(blob_storage_authority="127.0.0.1:10000", blob_storage_scheme="http",
-                    dfs_storage_authority="127.0.0.1:10000", dfs_storage_scheme="http")
+    endpoint = get("AZURE_STORAGE_ENDPOINT", "AZURE_ENDPOINT")
+    if emulator:
+        endpoint = os.environ.get("AZURITE_BLOB_STORAGE_URL", "http://127.0.0.1:10000")
+    if endpoint:
+        # delta-rs takes the account's URL (an emulator's ends with /<account>); pyarrow the
+        # host, and puts the account in the path itself when the host is an IP address.
+        url = urlparse(endpoint)
+        args.update(blob_storage_authority=url.netloc, blob_storage_scheme=url.scheme or "https",
+                    dfs_storage_authority=url.netloc, dfs_storage_scheme=url.scheme or "https")
     return pafs.AzureFileSystem(account, **args)
 
 
