@@ -80,6 +80,27 @@ def test_files_staged_on_s3_are_read_back_and_committed(s3_project):
     assert meta.row_group(0).num_rows <= 4096 and meta.row_group(0).column(0).compression == "SNAPPY"
 
 
+def test_a_compaction_on_s3_is_written_by_the_executors(s3_project, monkeypatch):
+    spark = s3_project.spark
+    uri = f"{s3_project.base}/compacted"
+    for i in range(4):
+        rows = _rows(1000, i * 1000).rename_columns(["id", "name", "amount", "at", "__bucket"])
+        if i == 0:
+            delta.create_table(uri, rows, partition_by=["__bucket"])
+        else:
+            delta.write(uri, rows, mode="append")
+    before = delta.read_snapshot(spark, uri, version=3)
+    expected = _sorted(before.collect())
+    monkeypatch.setattr(delta, "to_arrow", lambda *a: pytest.fail("rows went through the driver"))
+    assert delta.rewrite_rows(
+        uri, before, after=3, partition_by=["__bucket"], sort_by=["id"], row_group_rows=4096, metadata={"why": "test"}
+    )
+    assert delta.file_count(uri, 4) == 3  # one file per bucket: the rows are repartitioned by it
+    assert delta.head(uri)[1].get(delta.COMPACTION) == "true"
+    assert _sorted(delta.read_snapshot(spark, uri, version=4).collect()) == expected
+    assert delta.row_count(uri, 4) == 4000
+
+
 # --- a full build through the executors ------------------------------------------------------
 ORDERS = pa.schema([("id", pa.int64()), ("cust", pa.int64()), ("amount", pa.decimal128(10, 2))])
 SALES = (
