@@ -18,6 +18,7 @@ spark:                          # where Spark work runs (default: local[*] in th
   master: spark://spark-master:7077   # or remote: sc://connect-host:15002 (Spark Connect)
   conf: {spark.executor.memory: 8g}
   shared_filesystem: false      # true: local folders are the same path on every executor
+  executor_io: python           # or hadoop: executors read s3a:// / abfss:// with Hadoop's connectors
 ```
 Unknown keys and wrong types are errors that name the file, the line and the key, and so is
 a ``${NAME}`` reference to an environment variable that is not set (never its value).
@@ -113,6 +114,9 @@ class SparkSettings(BaseModel):
     # source with a cluster master is refused unless every executor sees the same path there
     # (one host, or a shared mount), which only the user can know.
     shared_filesystem: bool = False
+    # How executors reach object store tables: pyarrow in their Python workers (works with any
+    # Spark), or Hadoop's connectors where the cluster has them (docs/deploy.md).
+    executor_io: Literal["python", "hadoop"] = "python"
 
     _text = field_validator("conf", mode="before")(lambda v: _as_text(v) if isinstance(v, Mapping) else v)
 

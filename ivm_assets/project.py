@@ -260,11 +260,32 @@ class IvmProject:
         if not isinstance(lazy, LazySession):
             check(lazy)
         elif lazy.started or lazy.remote:
-            lazy.check_on_start((self.root, tuple(locations.values())), check)
+            lazy.on_start((self.root, tuple(locations.values())), check)
         else:
             check_reachable(
                 lazy.master, locations, shared_filesystem=self.config.spark.shared_filesystem, settings=str(self.root / "ivm.yaml")
             )
+
+    def _executor_io(self) -> None:
+        """Set how Spark's executors reach object store tables (``spark.executor_io``). With
+        Hadoop's connectors, the session gets the Hadoop settings of every object store
+        location's options when it starts (Spark keeps values of keys like ``secret.key``
+        out of its UI and logs)."""
+        mode = self.config.spark.executor_io
+        storage.set_executor_io(mode)
+        if mode != "hadoop":
+            return
+        remote = [uri for uri in (self.warehouse, *self.sources.values()) if not storage.is_local(uri)]
+
+        def configure(session: SparkSession) -> None:
+            for uri in remote:
+                for key, value in storage.hadoop_settings(uri).items():
+                    session.conf.set(key, value)
+
+        if isinstance(self._spark, LazySession):
+            self._spark.on_start(("hadoop", self.root, tuple(remote)), configure)
+        else:
+            configure(self._spark)
 
     def location(self, view: str) -> ViewLocation:
         return ViewLocation(output=f"{self.warehouse}/{view}", state_root=f"{self.warehouse}/_ivm/{view}")
@@ -375,6 +396,7 @@ class IvmProject:
         # One handle cache for compiling and every refresh below (each table's log read
         # once), not held across the yields: the caller's code runs there.
         self._check_placement()
+        self._executor_io()
         handles = delta.HandleBlock()
         try:
             with delta.reusing_handles(handles):

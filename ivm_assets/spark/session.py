@@ -225,16 +225,16 @@ class LazySession:
     def __init__(self, *, master: str | None = None, remote: str | None = None, conf: Mapping[str, str] | None = None) -> None:
         self._master, self._remote, self._conf = master, remote, dict(conf or {})
         self._session: SparkSession | None = None
-        self._checks: dict[object, Callable[[SparkSession], None]] = {}
+        self._on_start: dict[object, Callable[[SparkSession], None]] = {}
 
-    def check_on_start(self, key: object, check: Callable[[SparkSession], None]) -> None:
-        """Run ``check`` on the session once it starts (now, if it has): what can only be
-        known from a started session, e.g. the master a Spark Connect server runs on. One
-        check per ``key``."""
+    def on_start(self, key: object, action: Callable[[SparkSession], None]) -> None:
+        """Run ``action`` on the session once it starts (now, if it has): a check of what
+        only a started session knows (the master a Spark Connect server runs on), or
+        settings to give it. One action per ``key``."""
         if self._session is not None:
-            check(self._session)
+            action(self._session)
         else:
-            self._checks[key] = check
+            self._on_start[key] = action
 
     @property
     def started(self) -> bool:
@@ -248,9 +248,9 @@ class LazySession:
     def session(self) -> SparkSession:
         if self._session is None:
             session = get_spark(master=self._master, remote=self._remote, conf=self._conf)
-            for check in self._checks.values():
-                check(session)  # raises before anything used the session
-            self._session, self._checks = session, {}
+            for action in self._on_start.values():
+                action(session)  # a check raises before anything used the session
+            self._session, self._on_start = session, {}
         return self._session
 
     def planned_semantics(self) -> dict[str, str]:

@@ -72,7 +72,7 @@ def test_master_and_remote_together_are_a_config_error(tmp_path):
 
 def test_an_unknown_spark_key_names_the_allowed_ones(tmp_path):
     root = _project(tmp_path, "spark:\n  masterr: local[2]\n")
-    with pytest.raises(ConfigError, match=r"unknown key `spark.masterr`; expected one of: master, remote, conf, shared_filesystem"):
+    with pytest.raises(ConfigError, match=r"unknown key `spark.masterr`; expected one of: master, remote, conf, shared_filesystem, executor_io"):
         IvmProject.load(root)
 
 
@@ -86,6 +86,29 @@ def test_ivm_yaml_spark_settings_reach_the_session_and_the_resource_goes_over_th
     assert lazy._conf == {"spark.sql.shuffle.partitions": "3", "spark.executor.memory": "2g"}
     bound = IvmResource(remote="sc://c:15002", spark_conf={"spark.sql.shuffle.partitions": "5"}).lazy_session(project)
     assert (bound.remote, bound._conf["spark.sql.shuffle.partitions"], bound._conf["spark.executor.memory"]) == ("sc://c:15002", "5", "2g")
+
+
+def test_hadoop_executor_io_gives_the_session_each_locations_hadoop_settings(tmp_path, spark):
+    """`executor_io: hadoop` (clusters with Hadoop's connectors): the session gets the Hadoop
+    settings of the object store locations' options when it starts; the setting is process-wide."""
+    from ivm_assets.delta import storage
+
+    (tmp_path / "views").mkdir()
+    (tmp_path / "ivm.yaml").write_text(
+        "warehouse: s3://lake/ivm\nsources: {}\nspark: {executor_io: hadoop}\n"
+        "storage_options: {AWS_ACCESS_KEY_ID: AKIDEXAMPLE, AWS_REGION: eu-west-1}\n"
+    )
+    project = IvmProject.load(tmp_path)
+    try:
+        project.refresh()  # no views: sets the mode and what the session gets when it starts
+        assert storage.executor_io() == "hadoop"
+        session = project.session.session()
+        assert session.conf.get("fs.s3a.bucket.lake.access.key") == "AKIDEXAMPLE"
+        assert session.conf.get("fs.s3a.bucket.lake.endpoint.region") == "eu-west-1"
+    finally:
+        storage.set_executor_io("python")
+        for key in ("fs.s3a.bucket.lake.access.key", "fs.s3a.bucket.lake.endpoint.region"):
+            spark.conf.unset(key)
 
 
 @pytest.mark.connect
