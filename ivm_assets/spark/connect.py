@@ -148,7 +148,8 @@ def start_server(
             "spark.connect.grpc.binding.port": str(port),
         }
         driver_memory = settings.pop("spark.driver.memory", None)
-        master = master or os.environ.get("IVM_SPARK_MASTER", "local[*]")
+        # `--conf spark.master=…` as well as the argument: spark-submit's --master would win over it.
+        master = master or settings.pop("spark.master", None) or os.environ.get("IVM_SPARK_MASTER", "local[*]")
         command = [
             str(Path(pyspark.__file__).parent / "bin" / "spark-submit"),
             "--class", SERVER_CLASS,
