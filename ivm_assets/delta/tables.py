@@ -98,6 +98,9 @@ COMPACTION = "ivm.compaction"
 # process and Spark session per crash point).
 _CRASH_AFTER = {"commit": "IVM_CRASH_AFTER_COMMITS", "files": "IVM_CRASH_AFTER_FILE_WRITES"}
 _crossed_count = {boundary: 0 for boundary in _CRASH_AFTER}
+# An epoch computed in process commits its tables from several threads: counts are updated
+# under this lock, so that none is lost (a crash point is the N-th commit, whichever thread).
+_count_lock = threading.Lock()
 
 
 class SimulatedCrash(BaseException):
@@ -115,11 +118,13 @@ def reset_commit_count() -> None:
 
 
 def _crossed(boundary: str) -> None:
-    _crossed_count[boundary] += 1
+    with _count_lock:
+        _crossed_count[boundary] += 1
+        count = _crossed_count[boundary]
     limit = os.environ.get(_CRASH_AFTER[boundary])
-    if limit is not None and _crossed_count[boundary] >= int(limit):
+    if limit is not None and count >= int(limit):
         if os.environ.get("IVM_CRASH_MODE") == "raise":
-            raise SimulatedCrash(f"simulated crash after {boundary} {_crossed_count[boundary]}")
+            raise SimulatedCrash(f"simulated crash after {boundary} {count}")
         os.kill(os.getpid(), signal.SIGKILL)
 
 
@@ -298,7 +303,8 @@ def _writable(uri: str, version: int | None = None) -> DeltaTable:
 
 def _open(uri: str, version: int | None) -> DeltaTable:
     global log_reads
-    log_reads += 1
+    with _count_lock:
+        log_reads += 1
     try:
         with storage.failures(uri):
             return DeltaTable(uri, version=version, storage_options=storage.options_for(uri))
@@ -345,7 +351,8 @@ def _known_latest(uri: str) -> int | None:
         # place, reading the new commits only (a listing from its version and a GET each),
         # instead of an open that replays the log from its checkpoint.
         global log_reads
-        log_reads += 1
+        with _count_lock:
+            log_reads += 1
         with storage.failures(uri):
             kept.update_incremental()
     block.handles.setdefault((uri, kept.version()), kept)

@@ -2,7 +2,8 @@
 
 Order of commits in an epoch (the crash tests kill the process after each in turn): the
 claim with the ``started`` progress record (one commit) → each state table (append, or
-overwrite on full) → output (MERGE, or overwrite on full) → ``committed`` progress record
+overwrite on full) → output (MERGE, or overwrite on full; an epoch computed in process
+commits its state tables and output at once, in any order) → ``committed`` progress record
 with the claim's release (one commit; when a compaction is due, the epoch was full, or
 every ``LOG_CLEANUP_EPOCHS``-th epoch: ``committed``, compactions and log cleanup, then
 the release). A refresh that finds a ``started`` epoch
@@ -13,10 +14,12 @@ one epoch running at once apply it once.
 
 from __future__ import annotations
 
+import contextvars
 import os
 import re
 import time
 from collections.abc import Iterator
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
@@ -472,7 +475,7 @@ def _run_epoch(
         return stats  # no source change reaches the view: no state or output to touch
     computed = _in_process(ctx, view, tables, notes) if not full else None
     if computed is not None:
-        _commit(ctx, view, where, record, epoch, stats, computed, None)
+        _commit(ctx, view, where, record, epoch, stats, computed, None, at_once=True)
         return stats
     with _in_spark(spark, stats, small=not full) as spark:
         ctx.spark = spark
@@ -492,27 +495,56 @@ def _run_epoch(
 
 def _commit(
     ctx: EpochContext, view: CompiledView, where: ViewLocation, record: EpochRecord, epoch: Epoch, stats: dict,
-    computed: Batch | None, shaped: DataFrame | None,
+    computed: Batch | None, shaped: DataFrame | None, *, at_once: bool = False,
 ) -> None:
     """The epoch's commits: each state table's (queued in ``ctx.writes``), then the output's,
-    ``computed`` (an incremental change) merged, or ``shaped`` (a full result) written."""
-    for write in ctx.writes:  # state commits first (see the module doc for the order)
-        write()
-    after = record.payload["output_version"]
-    if delta.holds_epoch(where.output, epoch):  # the interrupted attempt already applied this epoch's output change
-        rows = computed.rows if computed is not None else delta.row_count(where.output, delta.latest_version(where.output))
-        if rows is not None:
-            stats["rows_out"] = rows
-        return
-    if computed is None:
-        stats["rows_written"] = stats["rows_out"] = output.overwrite(
-            where.output, output.expand(shaped, view.schema.names), view.schema, epoch, after=after
-        )
-    else:
-        stats["rows_out"] = computed.rows
-        if computed.rows:
-            output.apply_change(where.output, computed, view.schema, epoch, output_version=after)
+    ``computed`` (an incremental change) merged, or ``shaped`` (a full result) written.
 
+    An epoch computed in process (``at_once``) makes them all at once instead: each is a few
+    milliseconds of delta-rs I/O on a folder and a few round trips on object storage, and
+    none depends on another (each is fenced to its own recorded version, and a crash
+    between any two is recovered alike, whichever order they landed in). An epoch in Spark
+    keeps the order: its state rows may still be computed by Spark jobs, which a session
+    runs one at a time."""
+    after = record.payload["output_version"]
+
+    def write_output() -> None:
+        if delta.holds_epoch(where.output, epoch):  # the interrupted attempt already applied this epoch's output change
+            rows = computed.rows if computed is not None else delta.row_count(where.output, delta.latest_version(where.output))
+            if rows is not None:
+                stats["rows_out"] = rows
+            return
+        if computed is None:
+            stats["rows_written"] = stats["rows_out"] = output.overwrite(
+                where.output, output.expand(shaped, view.schema.names), view.schema, epoch, after=after
+            )
+        else:
+            stats["rows_out"] = computed.rows
+            if computed.rows:
+                output.apply_change(where.output, computed, view.schema, epoch, output_version=after)
+
+    commits = [*ctx.writes, write_output]
+    if not at_once:
+        written = [commit() for commit in commits]
+    else:
+        with ThreadPoolExecutor(max_workers=min(len(commits), COMMIT_THREADS), thread_name_prefix="ivm-commit") as pool:
+            # Each in a copy of this context: the refresh's Delta handle cache goes along.
+            futures = [pool.submit(contextvars.copy_context().run, commit) for commit in commits]
+            wait(futures, return_when=FIRST_EXCEPTION)
+            for future in futures:  # after a failure, start no other commit (those running finish)
+                future.cancel()
+        failed = next((f for f in futures if not f.cancelled() and f.exception() is not None), None)
+        if failed is not None:
+            raise failed.exception()
+        written = [f.result() for f in futures]
+    state_rows = [w for w in written[:-1] if w is not None]  # None: the table had nothing to commit
+    if state_rows:
+        stats["state_rows_written"] = stats.get("state_rows_written", 0) + sum(state_rows)
+
+
+# Commits of an epoch computed in process made at once (see _commit); more threads than
+# this gain nothing on two cores, and a store may throttle a burst.
+COMMIT_THREADS = 4
 
 # Set to "spark" to run every epoch in Spark (to compare the two, or to rule one out).
 SMALL_EPOCHS_ENV = "IVM_SMALL_EPOCHS"

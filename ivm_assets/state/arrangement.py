@@ -402,12 +402,14 @@ class StateTable:
             )
         ctx.writes.append(lambda: self._commit(ctx, rows, after, layout))
 
-    def _commit(self, ctx: EpochContext, rows: Batch, after: int | None, layout: StateLayout) -> None:
+    def _commit(self, ctx: EpochContext, rows: Batch, after: int | None, layout: StateLayout) -> int | None:
+        """The rows written (None: nothing to commit). May run beside the epoch's other
+        commits, in another thread (see :func:`ivm_assets.engine.refresh._commit`)."""
         uri = self.uri(ctx)
         if rows.rows == 0 and not ctx.full and after is not None:
-            return  # nothing to append
+            return None  # nothing to append
         if delta.holds_epoch(uri, ctx.epoch, after=after):
-            return  # an interrupted attempt of this epoch already wrote it
+            return None  # an interrupted attempt of this epoch already wrote it
         names = self._stored_columns()
         meta = {LAYOUT_KEY: layout.to_json()}
         if isinstance(rows, Staged) and rows.table_name == self.table_name:
@@ -431,7 +433,7 @@ class StateTable:
                 partition_by=[BUCKET], row_group_rows=ROW_GROUP_ROWS, metadata=meta, cache_key=self.keys[0] if self.keys else None,
             )
             written = table.num_rows
-        ctx.stats["state_rows_written"] = ctx.stats.get("state_rows_written", 0) + written
+        return written
 
     def compaction_due(self, root: str, *, max_files_per_bucket: int = 8) -> tuple[int, StateLayout] | None:
         """The version and layout to compact from, when appends have left more than
