@@ -147,22 +147,7 @@ _GCS = ("gs", "gcs")
 def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
     """A pyarrow file system reaching ``uri`` with its registered options, and the path of
     ``uri`` on it."""
-    local = local_path(uri)
-    if local is not None:
-        return pafs.LocalFileSystem(), local
-    parsed = urlparse(uri)
-    scheme = parsed.scheme.lower()
-    entry = registration(uri)
-    key = (scheme, parsed.netloc if scheme in _AZURE else "", entry.options if entry else ())
-    with _lock:
-        fs = _filesystems.get(key)
-    if fs is None:
-        fs = _build(scheme, parsed, entry or Registration("", (), "the environment"), uri)
-        with _lock:
-            _filesystems[key] = fs
-    if scheme in _AZURE and "@" in parsed.netloc:  # abfss://container@account.dfs.core.windows.net/path
-        return fs, parsed.netloc.split("@", 1)[0] + parsed.path
-    return fs, parsed.netloc + parsed.path
+    return filesystem_with(uri, registration(uri))
 
 
 def _build(scheme: str, parsed, entry: Registration, uri: str) -> pafs.FileSystem:
@@ -447,15 +432,15 @@ def _first_marker(text: str, markers: tuple[str, ...]) -> str:
 
 
 # --- executors -------------------------------------------------------------------------------
-_executor_filesystems: dict[tuple, pafs.FileSystem] = {}
 ExecutorIO = Literal["python", "hadoop"]
 _executor_io: ExecutorIO = "python"
 
 
 def filesystem_with(uri: str, entry: Registration | None) -> tuple[pafs.FileSystem, str]:
-    """:func:`filesystem` with ``entry``'s options instead of the registry's: for Spark's
-    executors, whose Python workers have no registry (the options travel with the task).
-    Built once per worker process and set of options."""
+    """A pyarrow file system reaching ``uri`` with ``entry``'s options (None: the store's
+    own credential chain), and the path of ``uri`` on it. Spark's executors call it with the
+    options their task carries (their Python workers have no registry). Built once per
+    process and set of options."""
     local = local_path(uri)
     if local is not None:
         return pafs.LocalFileSystem(), local
@@ -463,11 +448,11 @@ def filesystem_with(uri: str, entry: Registration | None) -> tuple[pafs.FileSyst
     scheme = parsed.scheme.lower()
     key = (scheme, parsed.netloc if scheme in _AZURE else "", entry.options if entry else ())
     with _lock:
-        fs = _executor_filesystems.get(key)
+        fs = _filesystems.get(key)
     if fs is None:
         fs = _build(scheme, parsed, entry or Registration("", (), "the environment"), uri)
         with _lock:
-            _executor_filesystems[key] = fs
+            _filesystems[key] = fs
     if scheme in _AZURE and "@" in parsed.netloc:
         return fs, parsed.netloc.split("@", 1)[0] + parsed.path
     return fs, parsed.netloc + parsed.path
