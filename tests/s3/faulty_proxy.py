@@ -4,8 +4,10 @@ Usage: ``python faulty_proxy.py UPSTREAM_PORT SEED STALL_S``. It listens on two 
 of 127.0.0.1 and prints them (``<proxy port> <control port>``) on its first line: clients
 connect to the proxy port and reach ``127.0.0.1:UPSTREAM_PORT``; the control port takes one
 command per connection (``rate 0.3``: break each new connection with that probability from
-now on; ``rate 1 stall response``: break every one, always that way; ``stats``: a JSON line
-of the faults made so far).
+now on; ``rate 1 stall response``: break every one, always that way; ``lose PUT /b/t/_delta_log/``:
+forward the next request whose start matches that regular expression whole, then reset its connection before any
+of the answer comes back, so the store acted on it and the client cannot know; ``stats``: a
+JSON line of the faults made so far).
 
 Why a process and not a thread of the test: some delta-rs calls (``DeltaTable.is_deltatable``)
 keep Python's GIL while they wait on the network, so a proxy thread in the same interpreter
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import socket
 import struct
 import sys
@@ -37,6 +40,7 @@ class FaultyProxy:
         self.stall_s = stall_s
         self.rate = 0.0
         self.kinds, self.directions = KINDS, DIRECTIONS
+        self.lose: re.Pattern[bytes] | None = None  # matches the start of a request whose answer is lost
         self.faults: Counter[str] = Counter()  # "<kind> <direction>" → connections broken so
         self.connections = 0
         self.lock = threading.Lock()
@@ -63,18 +67,23 @@ class FaultyProxy:
         except OSError:
             client.close()
             return
-        broken = threading.Event()
+        broken, losing = threading.Event(), threading.Event()
         for source, sink, direction in ((client, server, "request"), (server, client, "response")):
             fault = plan if plan is not None and plan[1] == direction else None
-            threading.Thread(target=self.pump, args=(source, sink, fault, client, server, broken), daemon=True).start()
+            threading.Thread(target=self.pump, args=(source, sink, fault, client, server, broken, losing), daemon=True).start()
 
-    def pump(self, source, sink, fault, client, server, broken: threading.Event) -> None:
+    def pump(self, source, sink, fault, client, server, broken: threading.Event, losing: threading.Event) -> None:
         sent = 0
         try:
             while not broken.is_set():
                 data = source.recv(65536)
                 if not data:
                     break
+                if source is client and self._loses(data):
+                    losing.set()  # before the request goes on: its answer cannot beat the flag
+                if source is server and losing.is_set():
+                    self.cut("lose", "response", client, server, broken)
+                    return
                 if fault is not None and sent + len(data) > fault[2]:
                     sink.sendall(data[: fault[2] - sent])
                     self.cut(fault[0], fault[1], client, server, broken)
@@ -87,6 +96,13 @@ class FaultyProxy:
             client.close()
             server.close()
 
+    def _loses(self, data: bytes) -> bool:
+        with self.lock:
+            if self.lose is None or not self.lose.match(data):
+                return False
+            self.lose = None
+            return True
+
     def cut(self, kind: str, direction: str, client, server, broken: threading.Event) -> None:
         with self.lock:
             self.faults[f"{kind} {direction}"] += 1
@@ -96,7 +112,7 @@ class FaultyProxy:
         server.close()
         if kind == "stall":
             threading.Event().wait(self.stall_s)
-        elif kind == "reset":
+        elif kind in ("reset", "lose"):
             client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close sends RST
         client.close()
 
@@ -110,6 +126,10 @@ class FaultyProxy:
                         self.rate = float(command[1])
                         self.kinds = tuple(c for c in command[2:] if c in KINDS) or KINDS
                         self.directions = tuple(c for c in command[2:] if c in DIRECTIONS) or DIRECTIONS
+                    f.write("ok\n")
+                elif command[:1] == ["lose"]:
+                    with self.lock:
+                        self.lose = re.compile(" ".join(command[1:]).encode())
                     f.write("ok\n")
                 else:
                     with self.lock:

@@ -1,5 +1,6 @@
 """Refreshes through a broken network: a TCP proxy between the project and the local S3
-server cuts or stalls connections at random (seeded) moments.
+server cuts or stalls connections at random (seeded) moments, or loses the answer to a chosen
+commit (the store made it; the client cannot know).
 
 Whatever breaks, a refresh either succeeds (the clients retried) or fails with an
 :class:`~ivm_assets.errors.IvmError` that says what to check; a re-run with the network
@@ -10,6 +11,7 @@ ever holds a partial commit (each commit of an epoch is one Delta version, or no
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -33,8 +35,8 @@ pytestmark = pytest.mark.s3
 
 # The clients give up on a silent connection after 1 s (delta-rs' default is 30 s) and retry
 # a few times; a stall outlasts the timeout.
-STALL_S = 2.5
-STORAGE_OPTIONS = {"timeout": "1s", "connect_timeout": "1s", "max_retries": "2", "retry_timeout": "5s"}
+STALL_S = 1.5
+STORAGE_OPTIONS = {"timeout": "1s", "connect_timeout": "1s", "max_retries": "1", "retry_timeout": "3s"}
 # The share of connections broken while a refresh runs (a refresh of this view opens 100-250:
 # delta-rs keeps no connection between its calls).
 RATE = 0.05
@@ -63,6 +65,10 @@ class Proxy:
     def rate(self, rate: float, *only: str) -> None:
         """Break each new connection with probability ``rate`` (``only`` these kinds or directions)."""
         self._ask(" ".join(["rate", str(rate), *only]))
+
+    def lose(self, request: str) -> None:
+        """Lose the answer to the next request whose start matches the regular expression ``request``."""
+        self._ask(f"lose {request}")
 
     def stats(self) -> dict:
         return json.loads(self._ask("stats"))
@@ -178,6 +184,33 @@ def test_a_store_that_breaks_every_connection_fails_the_refresh_with_a_storage_e
         [result] = project.refresh()
         assert (result.epoch, result.mode) == (step + 1, "incremental"), result.summary()
         assert_oracle(project)
+    _assert_tables_whole(p)
+
+
+def test_a_commit_whose_answer_is_lost_is_applied_once(s3_project, proxy):
+    """The store makes a commit and the connection breaks before its answer arrives, so the
+    refresh cannot know the commit landed: for the view's output, a state table and the
+    progress log in turn. The refresh fails or carries on; either way the epoch is applied once."""
+    p = s3_project
+    project = _shop_through(proxy, p)
+    project.refresh()
+    outcomes = []
+    for step, table in enumerate(("sales", "_ivm/sales/join_[^/ ]+", "_ivm/sales/_progress"), start=1):
+        _changes(p, step)
+        request = f"PUT /{p.bucket}/warehouse/{table}/_delta_log/0"
+        proxy.lose(request)
+        mark = p.server.mark()
+        try:
+            outcomes.append(" ".join(r.mode for r in project.refresh()))
+        except IvmError as error:
+            _assert_clear(error)
+            outcomes.append(f"{type(error).__name__}: {error}")
+        made = [(path, status) for method, path, status in p.server.requests_since(mark) if re.match(request, f"{method} {path}")]
+        assert made and made[0][1] == 200, made  # the store made the commit whose answer was lost
+        project.refresh()
+        assert_oracle(project)
+        assert Progress(project.location("sales").progress).last_committed().epoch == step + 1, outcomes
+    assert proxy.stats()["faults"] == {"lose response": 3}, outcomes
     _assert_tables_whole(p)
 
 
