@@ -894,12 +894,14 @@ def read_changes(uri: str, *, after: int, upto: int, columns: list[str] | None =
     plus ``__w``.
 
     insert/update_postimage weigh +1, delete/update_preimage −1. Not consolidated.
-    Raises DeltaError when the range cannot be read (CDF off, files vacuumed, …).
+    Raises DeltaError when the range cannot be read (CDF off, files vacuumed, …), and
+    StorageError when the store cannot be reached (a network fault is not a lost feed).
     """
     dt = open_table(uri, upto)
     # delta-rs parses these as SQL identifiers: quoted, so `Order` or `b c` are names, not syntax.
     wanted = [*('"' + c.replace('"', '""') + '"' for c in columns), "_change_type"] if columns is not None else None
-    table = normalize_table(_read_all(dt.load_cdf(starting_version=after + 1, ending_version=upto, columns=wanted)))
+    with storage.failures(uri):
+        table = normalize_table(_read_all(dt.load_cdf(starting_version=after + 1, ending_version=upto, columns=wanted)))
     weights = pa.array([_CHANGE_WEIGHTS[t] for t in table.column("_change_type").to_pylist()], pa.int64())
     data_columns = [c for c in table.column_names if c not in _CDF_COLUMNS]
     return table.select(data_columns).append_column(WEIGHT, weights)

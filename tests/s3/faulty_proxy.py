@@ -6,7 +6,9 @@ connect to the proxy port and reach ``127.0.0.1:UPSTREAM_PORT``; the control por
 command per connection (``rate 0.3``: break each new connection with that probability from
 now on; ``rate 1 stall response``: break every one, always that way; ``lose PUT /b/t/_delta_log/``:
 forward the next request whose start matches that regular expression whole, then reset its connection before any
-of the answer comes back, so the store acted on it and the client cannot know; ``stats``: a
+of the answer comes back, so the store acted on it and the client cannot know; ``refuse
+GET /b/t/``: reset every connection whose next request matches, unsent, until a bare
+``refuse``; ``stats``: a
 JSON line of the faults made so far).
 
 Why a process and not a thread of the test: some delta-rs calls (``DeltaTable.is_deltatable``)
@@ -41,6 +43,7 @@ class FaultyProxy:
         self.rate = 0.0
         self.kinds, self.directions = KINDS, DIRECTIONS
         self.lose: re.Pattern[bytes] | None = None  # matches the start of a request whose answer is lost
+        self.refuse: re.Pattern[bytes] | None = None  # matches the start of every request reset unsent
         self.faults: Counter[str] = Counter()  # "<kind> <direction>" → connections broken so
         self.connections = 0
         self.lock = threading.Lock()
@@ -81,6 +84,9 @@ class FaultyProxy:
                     break
                 if source is client and self._loses(data):
                     losing.set()  # before the request goes on: its answer cannot beat the flag
+                if source is client and self._refuses(data):
+                    self.cut("refuse", "request", client, server, broken)
+                    return
                 if source is server and losing.is_set():
                     self.cut("lose", "response", client, server, broken)
                     return
@@ -95,6 +101,10 @@ class FaultyProxy:
             broken.set()
             client.close()
             server.close()
+
+    def _refuses(self, data: bytes) -> bool:
+        with self.lock:
+            return self.refuse is not None and self.refuse.match(data) is not None
 
     def _loses(self, data: bytes) -> bool:
         with self.lock:
@@ -126,6 +136,10 @@ class FaultyProxy:
                         self.rate = float(command[1])
                         self.kinds = tuple(c for c in command[2:] if c in KINDS) or KINDS
                         self.directions = tuple(c for c in command[2:] if c in DIRECTIONS) or DIRECTIONS
+                    f.write("ok\n")
+                elif command[:1] == ["refuse"]:
+                    with self.lock:
+                        self.refuse = re.compile(" ".join(command[1:]).encode()) if command[1:] else None
                     f.write("ok\n")
                 elif command[:1] == ["lose"]:
                     with self.lock:

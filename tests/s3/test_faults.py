@@ -70,6 +70,10 @@ class Proxy:
         """Lose the answer to the next request whose start matches the regular expression ``request``."""
         self._ask(f"lose {request}")
 
+    def refuse(self, request: str = "") -> None:
+        """Reset every connection whose next request matches ``request`` (none: stop)."""
+        self._ask(f"refuse {request}")
+
     def stats(self) -> dict:
         return json.loads(self._ask("stats"))
 
@@ -212,6 +216,24 @@ def test_a_commit_whose_answer_is_lost_is_applied_once(s3_project, proxy):
         assert Progress(project.location("sales").progress).last_committed().epoch == step + 1, outcomes
     assert proxy.stats()["faults"] == {"lose response": 3}, outcomes
     _assert_tables_whole(p)
+
+
+def test_a_change_feed_read_cut_off_is_a_storage_error(s3_project, proxy):
+    """Every read of a source's change files fails on the network: the refresh says the store
+    could not be reached (not that the feed is unreadable and the view needs a full refresh)."""
+    p = s3_project
+    project = _shop_through(proxy, p)
+    project.refresh()
+    _changes(p, 1)
+    proxy.refuse(f"GET /{p.bucket}/sources/orders/_change_data/")
+    with pytest.raises(StorageError) as info:
+        project.refresh()
+    proxy.refuse()
+    _assert_clear(info.value)
+    assert f"{p.base}/sources/orders" in str(info.value) and "full refresh" not in str(info.value), info.value
+    [result] = project.refresh()
+    assert (result.epoch, result.mode) == (2, "incremental"), result.summary()
+    assert_oracle(project)
 
 
 # What the storage clients said in these tests' runs when a connection broke (delta-rs, then
