@@ -337,12 +337,19 @@ _INTERRUPTED = (
 )
 
 
+_EXECUTOR_IO = re.compile(r"executor I/O of (\S+) failed: ")
+
+
 def failure(exc: BaseException, uri: str) -> StorageError | None:
     """A :class:`StorageError` naming the table and the setting to check, when ``exc`` (from
     delta-rs or pyarrow, at ``uri``: a table, or a file in one) is a missing bucket, refused
     credentials, an unreachable store or a connection that broke or timed out; a redacted
     copy when its text holds a secret; None otherwise."""
     text = str(exc)
+    # A Spark job that failed in an executor's I/O: what it was reading or writing, rather
+    # than the table the driver wrapped the job for (spark/executor_io.py words the error).
+    if found := _EXECUTOR_IO.search(text):
+        uri = found[1]
     entry = registration(uri)
     origin = entry.origin if entry is not None else "the environment (no storage_options registered for it)"
     store = _store_of(uri)

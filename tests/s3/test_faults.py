@@ -236,6 +236,22 @@ def test_a_change_feed_read_cut_off_is_a_storage_error(s3_project, proxy):
     assert_oracle(project)
 
 
+def test_an_executor_read_cut_off_names_what_it_read(s3_project, proxy):
+    """A first build whose executors cannot read a source's files (the driver reads none of
+    them): the error names the file the executor was reading, not the table being built."""
+    p = s3_project
+    project = _shop_through(proxy, p)
+    proxy.refuse(f"GET /{p.bucket}/sources/orders/part-")
+    with pytest.raises(StorageError) as info:
+        project.refresh()
+    proxy.refuse()
+    _assert_clear(info.value)
+    assert f"{p.base}/sources/orders/part-" in str(info.value) and "warehouse" not in str(info.value), info.value
+    [result] = project.refresh()
+    assert result.mode == "full", result.summary()
+    assert_oracle(project)
+
+
 # What the storage clients said in these tests' runs when a connection broke (delta-rs, then
 # pyarrow's S3 client), shortened.
 _BROKEN = (
