@@ -144,3 +144,13 @@ def test_the_emulator_setting_reaches_the_same_azurite_from_delta_rs_and_pyarrow
     storage.register(uri, options, origin="the test")
     first = storage.read_bytes(f"{uri}/_delta_log/{0:020d}.json")
     assert first is not None and b'"commitInfo"' in first
+
+
+def test_a_missing_container_names_the_container(az_project):
+    az_project.sources = {"orders": "az://ivm-no-such-container/orders"}
+    (az_project.root / "views" / "v.sql").write_text("SELECT id FROM orders")
+    project = az_project.load()
+    with pytest.raises(StorageError) as info:
+        project.refresh()
+    text = str(info.value)
+    assert "container 'ivm-no-such-container' does not exist" in text and "AZURE_STORAGE_ENDPOINT" in text, text
