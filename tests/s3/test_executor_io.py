@@ -283,11 +283,14 @@ def test_executor_reads_and_writes_over_spark_connect(connect_server, tmp_path):
     if os.environ.get("IVM_SPARK_REMOTE"):
         pytest.skip("already over Connect")
     report = tmp_path / "report.xml"
-    child = subprocess.run(
-        [sys.executable, "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider", f"--junitxml={report}",
-         "-k", "not over_spark_connect and not sigkill and not retried"],
-        cwd=ROOT, env={**os.environ, **env, "IVM_SPARK_REMOTE": server.url}, capture_output=True, text=True, timeout=900,
-    )
+    try:
+        child = subprocess.run(
+            [sys.executable, "-m", "pytest", __file__, "-v", "-p", "no:cacheprovider", f"--junitxml={report}",
+             "-k", "not over_spark_connect and not sigkill and not retried"],
+            cwd=ROOT, env={**os.environ, **env, "IVM_SPARK_REMOTE": server.url}, capture_output=True, text=True, timeout=900,
+        )
+    except subprocess.TimeoutExpired as stuck:
+        pytest.fail(f"the run over Connect did not end: {(stuck.stdout or b'')[-3000:]!r}")
     assert child.returncode == 0, child.stdout[-4000:] + child.stderr[-2000:]
     cases = ElementTree.parse(report).getroot().iter("testcase")
-    assert len([c for c in cases if not list(c)]) == 4, child.stdout[-2000:]
+    assert len([c for c in cases if not list(c)]) == 5, child.stdout[-2000:]  # every test above but the subprocess ones
