@@ -50,6 +50,10 @@ _BATCH_ROWS = 65_536
 # spark.sql.files.openCostInBytes), used when the session does not set them.
 _SPLIT_BYTES = 128 << 20
 _OPEN_COST = 4 << 20
+# A change data file's ``_change_type`` values and the weights they stand for (the Delta
+# protocol's change types).
+CHANGE_TYPE = "_change_type"
+CHANGE_WEIGHTS = {"insert": 1, "update_postimage": 1, "delete": -1, "update_preimage": -1}
 # Partition values Spark writes as this folder name (Hive's), and which characters it escapes.
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 _ESCAPED = set('"#%\'*/:=?\\\x7f{[]^') | {chr(c) for c in range(0x20)}
@@ -65,11 +69,14 @@ WRITTEN = pa.schema([("path", pa.string()), ("size", pa.int64()), ("rows", pa.in
 @dataclass(frozen=True)
 class DataFile:
     """A parquet file of a table: its URI, its size and its partition values (as text) from
-    the Delta log."""
+    the Delta log. In a read of changes (:func:`read_files` with ``weight``), ``weight`` is
+    every row's weight (+1 an added file, −1 a removed one), or None for a change data file
+    whose ``_change_type`` column gives each row's."""
 
     uri: str
     size: int
     partition: tuple[tuple[str, str | None], ...] = ()
+    weight: int | None = None
 
 
 @dataclass(frozen=True)
@@ -151,6 +158,7 @@ class _ReadSpec:
     schema: pa.Schema  # the table's columns, in order, partition columns included
     partitions: tuple[str, ...]
     tasks: tuple[tuple[DataFile, ...], ...]
+    weight: str | None = None  # a read of changes: the weight column made from each file's DataFile.weight
 
 
 class _FilesSource(DataSource):
@@ -188,26 +196,51 @@ def _read_file(spec: _ReadSpec, file: DataFile, target: pa.Schema) -> Iterator[p
     written at different times may hold string_view or string), columns it lacks as NULLs,
     partition columns from the log's values."""
     values = dict(file.partition)
+    typed = spec.weight is not None and file.weight is None
     try:
         fs, path = spec.store.filesystem(file.uri)
         with fs.open_input_file(path) as source:
             parquet = pq.ParquetFile(source)
             present = set(parquet.schema_arrow.names)
-            wanted = [f.name for f in target if f.name in present and f.name not in spec.partitions]
-            for batch in parquet.iter_batches(batch_size=_BATCH_ROWS, columns=wanted, use_threads=False):
-                yield _conform(batch, target, spec.partitions, values)
+            wanted = [f.name for f in target if f.name in present and f.name not in spec.partitions and f.name != spec.weight]
+            for batch in parquet.iter_batches(batch_size=_BATCH_ROWS, columns=wanted + [CHANGE_TYPE] * typed, use_threads=False):
+                yield _conform(batch, target, spec.partitions, values, _weights(spec, file, batch, typed))
     except StorageError:
         raise
     except Exception as exc:  # pyarrow raises OSError, ArrowInvalid…: shown without their secrets
         raise spec.store.error(exc, file.uri) from None
 
 
-def _conform(batch: pa.RecordBatch, target: pa.Schema, partitions: tuple[str, ...], values: dict) -> pa.RecordBatch:
+def _weights(spec: _ReadSpec, file: DataFile, batch: pa.RecordBatch, typed: bool) -> dict[str, pa.Array]:
+    """The weight column of a read of changes (none for a snapshot read)."""
+    if spec.weight is None:
+        return {}
+    if typed:
+        return {spec.weight: _change_weights(batch.column(CHANGE_TYPE))}
+    return {spec.weight: pa.repeat(pa.scalar(file.weight, pa.int64()), batch.num_rows)}
+
+
+def _change_weights(types: pa.Array) -> pa.Array:
+    """Each row's weight from its ``_change_type``; an unknown type fails the read rather
+    than count the row wrongly."""
+    types = types.cast(pa.string())  # a writer may have stored it dictionary-encoded or as large_string
+    weights = pc.index_in(types, pa.array(list(CHANGE_WEIGHTS)))
+    if weights.null_count:
+        unknown = pc.filter(types, pc.is_null(weights))[0]
+        raise ValueError(f"a change data file holds a row of {CHANGE_TYPE} {unknown}, expected one of {sorted(CHANGE_WEIGHTS)}")
+    return pc.take(pa.array(list(CHANGE_WEIGHTS.values()), pa.int64()), weights)
+
+
+def _conform(
+    batch: pa.RecordBatch, target: pa.Schema, partitions: tuple[str, ...], values: dict, extra: dict[str, pa.Array] | None = None
+) -> pa.RecordBatch:
     n = batch.num_rows
     names = set(batch.schema.names)
     columns = []
     for f in target:
-        if f.name in partitions:
+        if extra and f.name in extra:
+            columns.append(extra[f.name])
+        elif f.name in partitions:
             columns.append(pa.array([values.get(f.name)] * n, pa.string()).cast(f.type))
         elif f.name in names:
             columns.append(batch.column(f.name).cast(f.type))
@@ -217,14 +250,20 @@ def _conform(batch: pa.RecordBatch, target: pa.Schema, partitions: tuple[str, ..
 
 
 def read_files(
-    spark: SparkSession, files: list[DataFile], *, root: str, schema: pa.Schema, spark_schema, partitions: list[str]
+    spark: SparkSession, files: list[DataFile], *, root: str, schema: pa.Schema, spark_schema, partitions: list[str],
+    weight: str | None = None,
 ) -> DataFrame:
     """A DataFrame of ``files``' rows (columns and types of ``schema``, as ``spark_schema``
     in Spark), read by the executors. Registers a data source for this read alone: its
-    class carries the file list and the storage options, pickled to the workers."""
+    class carries the file list and the storage options, pickled to the workers.
+
+    ``weight``, a read of changes: the column of ``schema`` that gets each row's weight
+    (its file's :attr:`DataFile.weight`, or from its ``_change_type``)."""
+    if not files:  # a data source without partitions has Spark call read() with None
+        return spark.createDataFrame([], schema=spark_schema)
     split, open_cost = split_bytes(spark, sum(f.size for f in files))
     tasks = plan_tasks(files, split=split, open_cost=open_cost)
-    spec = _ReadSpec(_Store(root, storage.registration(root)), schema, tuple(partitions), tuple(tuple(t) for t in tasks))
+    spec = _ReadSpec(_Store(root, storage.registration(root)), schema, tuple(partitions), tuple(tuple(t) for t in tasks), weight)
     name = f"ivm_files_{uuid.uuid4().hex}"
     # Defined here, not in the module, so cloudpickle ships the class (with its spec) by value.
     source = type(name, (_FilesSource,), {"spec": spec, "source_name": name, "__module__": __name__})
