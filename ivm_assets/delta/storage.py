@@ -294,6 +294,20 @@ def exists(uri: str) -> bool:
     return True
 
 
+def names_under(uri: str) -> list[str]:
+    """The names of the files directly under the folder ``uri`` (one listing; none when
+    there is no such folder). A missing bucket or container is a :class:`StorageError`
+    (pyarrow lists one as an empty folder)."""
+    fs, path = filesystem(uri)
+    with failures(uri):
+        found = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True, recursive=False))
+        if not found and local_path(uri) is None:
+            container = path.split("/", 1)[0]
+            if fs.get_file_info(container).type == pafs.FileType.NotFound:
+                raise failure(FileNotFoundError(f"NoSuchBucket: {container}"), uri)
+    return [info.base_name for info in found if info.type == pafs.FileType.File]
+
+
 def identity(uri: str) -> tuple | None:
     """What tells the file at ``uri`` from another one written there later (size and
     modification time; the inode too on a local disk); None when there is none."""

@@ -135,7 +135,11 @@ def is_delta_table(uri: str) -> bool:
     version, which grows with the log (2.9 ms after 600 commits against 0.3 ms new, and a
     refresh asks ~13 times: the soak's epoch 300 paid 35 ms a refresh for it). A remote one
     is known to be one when this refresh holds a handle of it or its latest version is
-    known (:func:`_known_latest`); otherwise delta-rs asks the store (a listing)."""
+    known (:func:`_known_latest`); otherwise by its first commit file (a HEAD request),
+    else by a listing of its log. Not delta-rs' ``is_deltatable``: it holds Python's GIL
+    while it waits on the store (up to its timeouts and retries, minutes on a dead
+    endpoint), which would stop every other thread of the process, the claim's renewals
+    among them; pyarrow's calls release it."""
     local = _local_path(uri)
     if local is None:
         block = _handles.get()
@@ -143,12 +147,19 @@ def is_delta_table(uri: str) -> bool:
             return True  # a table this refresh has read is there for the rest of it
         if _known_latest(uri) is not None:
             return True
-        with storage.failures(uri):
-            return DeltaTable.is_deltatable(uri, storage_options=storage.options_for(uri))
+        if storage.exists(_commit_file(uri, 0)):
+            return True
+        # The first commits may have been cleaned up after a checkpoint.
+        return any(_is_log_entry(name) for name in storage.names_under(f"{uri.rstrip('/')}/_delta_log"))
     log = os.path.join(local, "_delta_log")
     if os.path.isfile(os.path.join(log, "_last_checkpoint")) or os.path.isfile(_commit_file(uri, 0)):
         return True
     return _listed_latest(uri) is not None  # log files before a checkpoint were cleaned up
+
+
+def _is_log_entry(name: str) -> bool:
+    """A commit file (``NNNNNNNNNNNNNNNNNNNN.json``) or a checkpoint's pointer or part."""
+    return (len(name) == 25 and name.endswith(".json") and name[:20].isdigit()) or name == "_last_checkpoint" or ".checkpoint." in name
 
 
 # Delta logs opened by this process (each open replays the log from its last checkpoint):

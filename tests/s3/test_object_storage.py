@@ -360,3 +360,15 @@ def test_doctor_checks_an_object_store_warehouse(s3_project):
     project, _ = load_project(s3_project.root)
     result = check_warehouse(project)
     assert result.status == "FAIL" and "refused the credentials" in result.found and "AWS_SECRET_ACCESS_KEY" in result.found, result
+
+
+def test_is_delta_table_on_s3_asks_for_the_first_commit_then_lists_the_log(s3_project):
+    """Without delta-rs' is_deltatable, which holds the GIL while it waits on the store (the
+    claim's renewals would stop): a HEAD of the first commit, else a listing of the log."""
+    uri = s3_project.source("t", {"id": pa.array([1], pa.int64())})
+    assert delta.is_delta_table(uri) and not delta.is_delta_table(f"{s3_project.base}/nothing_here")
+    client, key = s3_project.server.client(), f"sources/t/_delta_log/{0:020d}.json"
+    body = client.get_object(Bucket=s3_project.bucket, Key=key)["Body"].read()
+    client.put_object(Bucket=s3_project.bucket, Key=f"sources/t/_delta_log/{7:020d}.json", Body=body)
+    client.delete_object(Bucket=s3_project.bucket, Key=key)  # as a log cleanup after a checkpoint leaves it
+    assert delta.is_delta_table(uri)
