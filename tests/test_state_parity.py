@@ -1,0 +1,122 @@
+"""The two engines leave the same state: every SQL step fixture (tests/fixtures/steps) run twice
+side by side, every epoch in Spark in one project and in process (where it can) in the other,
+and after each step every state table of every view holds the same current content in both.
+
+The oracle checks each engine's output; this checks what the next epoch will read, so a rule
+whose two copies drift (a type, a rounding, a bucket, a weight) shows up at the step where it
+drifts, even before an output differs. An epoch may run in either engine and hand its state
+to the other, which only works if both write the same.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from ivm_assets.delta import tables as delta
+from ivm_assets.engine.refresh import SMALL_EPOCHS_ENV
+from ivm_assets.local.epoch import missing_rule
+from ivm_assets.sql.incrementalize import operators
+from ivm_assets.state.arrangement import EPOCH, WEIGHT
+from tests.conftest import ProjectBuilder
+from tests.test_sql_steps import FILES, FileRun, _apply_step, _build, load_spec
+
+ENGINES = {"spark": "spark", "in process": "auto"}
+
+
+def _current(uri: str, kind: str, keys: tuple[str, ...]) -> list[tuple]:
+    """A state table's current content as sorted rows: a z-set's rows with their summed
+    weights (zeros dropped), a latest-value table's newest row per key."""
+    if not delta.is_delta_table(uri):
+        return []
+    table = delta.read_small(uri)
+    columns = [c for c in table.column_names if c not in (WEIGHT, EPOCH)]
+    rows = table.to_pylist()
+    if kind == "zset":
+        summed: dict[tuple, int] = defaultdict(int)
+        for row in rows:
+            summed[tuple(_comparable(row[c]) for c in columns)] += row[WEIGHT]
+        return sorted(((*k, w) for k, w in summed.items() if w != 0), key=repr)
+    newest: dict[tuple, dict] = {}
+    for row in rows:
+        key = tuple(_comparable(row[k]) for k in keys)
+        if key not in newest or row[EPOCH] > newest[key][EPOCH]:
+            newest[key] = row
+    return sorted((tuple(_comparable(r[c]) for c in columns) for r in newest.values()), key=repr)
+
+
+def _comparable(value):
+    """NaN equal to NaN, and −0.0 to 0.0, as state lookups compare them."""
+    if isinstance(value, float):
+        return "NaN" if value != value else value + 0.0
+    return value
+
+
+def _states(run: FileRun) -> dict[str, tuple[pa.Schema | None, list[tuple]]]:
+    project = run.project
+    found = {}
+    for name, view in project.compile().items():
+        root = project.location(name).state_root
+        for op in operators(view.root) if view.root is not None else ():
+            for table in op.state_tables:
+                uri = table.uri(root)
+                schema = delta.arrow_schema(uri) if delta.is_delta_table(uri) else None
+                found[f"{name}/{table.table_name}"] = (schema, _current(uri, table.layout_kind, table.keys))
+    return found
+
+
+def _has_steps(path: Path) -> bool:
+    spec = load_spec(path)
+    return not spec.get("xfail") and bool(spec.get("steps"))
+
+
+def _refresh(run: FileRun, engine: str):
+    before = os.environ.get(SMALL_EPOCHS_ENV)
+    os.environ[SMALL_EPOCHS_ENV] = ENGINES[engine]
+    try:
+        return run.project.refresh()
+    finally:
+        if before is None:
+            os.environ.pop(SMALL_EPOCHS_ENV)
+        else:
+            os.environ[SMALL_EPOCHS_ENV] = before
+
+
+@pytest.mark.parametrize("path", [p for p in FILES if _has_steps(p)], ids=lambda p: p.stem)
+def test_both_engines_leave_the_same_state(path: Path, tmp_path, spark):
+    local = FileRun(load_spec(path))
+    _build(local, ProjectBuilder(tmp_path / "in_process", spark))
+    views = local.project.compile()
+    if all(v.root is None or missing_rule(v.root) is not None for v in views.values()):
+        pytest.skip("no view of this fixture has an in-process rule for every operator")
+    _refresh(local, "in process")
+    steps = local.spec["steps"]
+    # The first step tells whether any epoch runs in process (expressions and types allow it
+    # or not, whatever the step): only then is the Spark twin worth building.
+    _apply_step(local, steps[0])
+    first = {r.view: r.engine for r in _refresh(local, "in process")}
+    if "in process" not in first.values():
+        pytest.skip(f"no epoch runs in process ({'; '.join(sorted({e for e in first.values() if e}))[:300]}): nothing to compare")
+    twin = FileRun(load_spec(path))
+    _build(twin, ProjectBuilder(tmp_path / "spark", spark))
+    _refresh(twin, "spark")
+    for index, step in enumerate(steps):
+        if index:
+            _apply_step(local, step)
+            ran = {r.view: r.engine for r in _refresh(local, "in process")}
+        else:
+            ran = first
+        _apply_step(twin, step)
+        _refresh(twin, "spark")
+        spark_state, local_state = _states(twin), _states(local)
+        problems = [
+            f"{table}: {'types' if spark_state[table][0] != local_state.get(table, (None,))[0] else 'rows'} differ\n"
+            f"    in Spark:   {spark_state[table]}\n    in process: {local_state.get(table)}"
+            for table in spark_state
+            if spark_state[table] != local_state.get(table)
+        ]
+        assert not problems, f"after step {index + 1} ({step.get('name')}; in process: {ran}):\n" + "\n".join(problems)
