@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
-import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.local_servers import free_port, wait_listening
 
 # Pinned. 3.37.0 is the first release that honours List Blobs' `startFrom`, which delta-rs
 # lists a log's newer commits with: 3.35.0 ignores it, lists the log from its start, and
@@ -78,16 +78,11 @@ def _installed() -> Path:
     return binary
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 @pytest.fixture(scope="session")
 def azurite(tmp_path_factory) -> Azurite:
     binary = _installed()
-    port = _free_port()
+    port = free_port()
     workspace = tmp_path_factory.mktemp("azurite")
     log = workspace / "azurite.log"
     with open(log, "w") as out:
@@ -97,15 +92,7 @@ def azurite(tmp_path_factory) -> Azurite:
             stdout=out, stderr=subprocess.STDOUT,
         )
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"Azurite did not start on port {port}: {log.read_text()[-2000:]}")
-                time.sleep(0.2)
+        wait_listening(proc, port, log, "Azurite")
         yield Azurite(f"http://127.0.0.1:{port}/{ACCOUNT}")
     finally:
         proc.terminate()

@@ -14,7 +14,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +24,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 import yaml
+
+from tests.local_servers import free_port, wait_listening
 
 SECRET_ENV = "IVM_TEST_S3_SECRET"
 _REQUEST = re.compile(r'"([A-Z]+) (\S+) HTTP/1\.[01]" (\d{3})')
@@ -94,17 +95,12 @@ class S3Server:
         return [line for line in lines if _REQUEST.search(line)]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 @pytest.fixture(scope="session")
 def s3_server(tmp_path_factory) -> S3Server:
     for name in [n for n in os.environ if n.startswith("AWS_")]:
         del os.environ[name]  # the projects' storage_options must carry everything
-    port = _free_port()
+    port = free_port()
     log = tmp_path_factory.mktemp("moto") / "requests.log"
     moto = Path(sys.executable).with_name("moto_server")
     env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": str(_SETUP_ACTIONS)}
@@ -112,15 +108,7 @@ def s3_server(tmp_path_factory) -> S3Server:
         proc = subprocess.Popen([str(moto), "-H", "127.0.0.1", "-p", str(port)], stdout=out, stderr=subprocess.STDOUT, env=env)
     try:
         endpoint = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"moto_server did not start on port {port}: {log.read_text()[-2000:]}")
-                time.sleep(0.2)
+        wait_listening(proc, port, log, "moto_server")
         key_id, secret = _iam_user(endpoint)
         os.environ[SECRET_ENV] = secret
         yield S3Server(endpoint, key_id, secret, log, proc.pid)
