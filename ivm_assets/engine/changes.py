@@ -9,9 +9,15 @@ the view reads being retyped or dropped, keeps the refresh incremental, and the 
 are read with just the columns the view reads. The change data feed gives every row in the
 schema of the range's last version (a column added in the range is NULL in rows written
 before it).
+
+A small range is read on the driver by delta-rs (:func:`read_range`); a large one is read by
+Spark's executors from the data files the Delta log names (:func:`large_range`,
+:func:`read_large`), so that its rows never pass through the driver's memory.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -19,9 +25,11 @@ from deltalake.exceptions import DeltaError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from ivm_assets.delta import change_files
 from ivm_assets.delta import tables as delta
 from ivm_assets.delta.tables import WEIGHT
-from ivm_assets.errors import RefreshError
+from ivm_assets.errors import RebuildNeeded, RefreshError
+from ivm_assets.local.epoch import LOCAL_CHANGE_ROWS
 from ivm_assets.operators.base import Operator
 from ivm_assets.operators.linear import ScanOp
 from ivm_assets.spark.arrow import normalize_schema, normalize_table, spark_schema
@@ -34,6 +42,14 @@ _REWRITES = {"RESTORE": "restored", "CREATE OR REPLACE TABLE": "replaced", "CREA
 # names): the columns read are checked at each of them, so that a column dropped and added
 # again within one range is not mistaken for an unchanged one.
 _COLUMN_OPERATIONS = {"ADD COLUMN", "ADD COLUMNS", "DROP COLUMNS", "RENAME COLUMN", "CHANGE COLUMN", "REPLACE COLUMNS"}
+# A range with more change rows than this (counted from its commits' metrics, before any row
+# is read) is read by Spark's executors: its epoch cannot run in process anyway, and a read
+# on the driver would only carry every row through the driver's memory on its way to Spark.
+EXECUTOR_CHANGE_ROWS = LOCAL_CHANGE_ROWS
+# ... or whose files hold more parquet than this: the metrics undercount some commits (an
+# overwrite with a predicate counts the rows it adds, not those of the files it removes).
+# 200,000 rows of a few narrow columns are ~2-8 MiB of parquet.
+EXECUTOR_CHANGE_BYTES = 16 << 20
 
 
 def used_columns(root: Operator | None, relation: str) -> tuple[str, ...] | None:
@@ -148,6 +164,51 @@ def read_range(name: str, uri: str, after: int, upto: int, *, columns: tuple[str
         netted = driver_rows.cancelled(table, data, WEIGHT)
         table = netted if netted is not None else table
     return table
+
+
+@dataclass(frozen=True)
+class LargeRange:
+    """A range read by the executors: its change rows as the Delta log counts them (the
+    commits' metrics or the added files' statistics, whichever is more; before the netting
+    that :func:`read_range` does) and the files that hold them."""
+
+    rows: int
+    files: change_files.ChangeFiles
+
+
+def large_range(name: str, uri: str, after: int, upto: int) -> LargeRange | None:
+    """The files of (after, upto] when the range has more than :data:`EXECUTOR_CHANGE_ROWS`
+    change rows or :data:`EXECUTOR_CHANGE_BYTES` of files, and a parquet reader can read
+    them as they are; None when :func:`read_range` is to read it (small, deletion vectors,
+    column mapping).
+
+    Raises RebuildNeeded (with :func:`read_range`'s text) when a file a commit of the range
+    removed is gone from the store (vacuumed): its deleted rows cannot be read.
+    """
+    if upto <= after:
+        return None
+    found = change_files.change_files(uri, after=after, upto=upto)
+    if found is None:
+        return None
+    rows = max(delta.change_rows_between(uri, after, upto) or 0, found.rows)
+    if rows <= EXECUTOR_CHANGE_ROWS and found.bytes <= EXECUTOR_CHANGE_BYTES:
+        return None
+    if missing := change_files.missing_files(found):
+        raise RebuildNeeded(
+            f"the change data feed of source {name} for versions {after + 1}..{upto} cannot be read (No such file or "
+            f"directory: {missing[0]}, removed in the range, vacuumed since); "
+            "run a full refresh to rebuild from the current snapshot",
+            reason=f"a file source {name} removed in versions {after + 1}..{upto} was vacuumed: its change data feed cannot be read",
+        )
+    return LargeRange(rows, found)
+
+
+def read_large(spark: SparkSession, found: LargeRange, *, columns: tuple[str, ...] | None = None) -> DataFrame:
+    """The change set of a :func:`large_range` with ``columns`` (all when None), read by
+    Spark's executors. Not netted as :func:`read_range` nets: the operators consolidate
+    their inputs (``operators.base.input_change``) and the output change, so a no-op UPDATE
+    costs its rows' trip through the linear operators, not a wrong answer."""
+    return change_files.read_on_executors(spark, found.files, columns)
 
 
 def read_full(spark: SparkSession, uri: str, version: int, *, columns: tuple[str, ...] | None = None) -> DataFrame:

@@ -446,18 +446,30 @@ def _run_epoch(
     epoch: Epoch, buckets: int, notes: dict[str, str],
 ) -> dict:
     """Compute the epoch ``record`` planned and commit it (state, then output). An
-    incremental epoch runs in process when it can, and touches ``spark`` only otherwise."""
+    incremental epoch runs in process when it can, and touches ``spark`` only otherwise.
+
+    A source's large change (:func:`~ivm_assets.engine.changes.large_range`) is read by
+    Spark's executors, and its epoch runs in Spark; its ``rows_in`` is the Delta log's count."""
     sources = record.payload["sources"]
     full = record.mode == "full"
     stats: dict[str, int] = {}
     change_rows: dict[str, int] = {}
     tables: dict[str, pa.Table] = {}
+    large: dict[str, cdc.LargeRange] = {}
     if not full:
         for name, s in sources.items():
+            found = cdc.large_range(name, relations[name], s["from"], s["to"]) if view.root is not None else None
+            if found is not None:
+                large[name] = found
+                change_rows[name] = found.rows
+                continue
             tables[name] = cdc.read_range(name, relations[name], s["from"], s["to"], columns=cdc.used_columns(view.root, name))
             change_rows[name] = tables[name].num_rows
         stats.update({f"rows_in.{name}": rows for name, rows in change_rows.items()})
         stats["rows_in"] = sum(change_rows.values())
+        if large:
+            stats["changes_read_on_executors"] = len(large)
+            stats["change_bytes_read_on_executors"] = sum(found.files.bytes for found in large.values())
     if view.root is None:
         with _in_spark(spark, stats, small=not full) as spark:
             frames = {name: to_spark(spark, table) for name, table in tables.items()} or {
@@ -473,7 +485,9 @@ def _run_epoch(
     if view.root.unchanged(ctx):
         stats["rows_out"] = 0
         return stats  # no source change reaches the view: no state or output to touch
-    computed = _in_process(ctx, view, tables, notes) if not full else None
+    if large:
+        notes["engine"] = f"spark: the change of {', '.join(sorted(large))} is read by the executors"
+    computed = _in_process(ctx, view, tables, notes) if not full and not large else None
     if computed is not None:
         _commit(ctx, view, where, record, epoch, stats, computed, None, at_once=True)
         return stats
@@ -486,6 +500,9 @@ def _run_epoch(
             })
         else:
             ctx.changes.update({name: to_spark(spark, table) for name, table in tables.items()})
+            ctx.changes.update({
+                name: cdc.read_large(spark, found, columns=cdc.used_columns(view.root, name)) for name, found in large.items()
+            })
         shaped = output.shape(view.root.step(ctx), view.root.columns, view.schema)
         # A full refresh writes its output straight from the plan, which is read once:
         # materializing it first would cost a checkpoint and a count for nothing.
