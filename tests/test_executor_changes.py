@@ -9,6 +9,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from tests.conftest import assert_oracle
 
+from ivm_assets.delta import change_files
 from ivm_assets.delta import tables as delta
 from ivm_assets.engine import changes as cdc
 from ivm_assets.errors import RefreshError
@@ -113,3 +114,15 @@ def test_a_range_is_large_by_its_rows_or_its_bytes(builder, monkeypatch):
     monkeypatch.setattr(cdc, "EXECUTOR_CHANGE_BYTES", 1)
     found = cdc.large_range("orders", orders, 0, 1)
     assert found.files.bytes > 1 and {f.weight for f in found.files.files} == {1}
+
+
+def test_a_range_the_log_counts_no_rows_of_is_read_on_the_driver(builder, monkeypatch):
+    # A source with 0 change rows is taken for unchanged: files whose rows the log does not
+    # count (a commit without metrics, only change data files) must be counted by a read.
+    project, orders = _shop(builder, monkeypatch)
+    delta.delete_rows(orders, "id % 7 = 0")  # rows of every file: change data files, no added rows
+    monkeypatch.setattr(delta, "change_rows_between", lambda *a: None)
+    monkeypatch.setattr(cdc, "EXECUTOR_CHANGE_BYTES", 1)
+    found = change_files.change_files(orders, after=0, upto=1)
+    assert found.rows == 0 and found.bytes > 1 and {f.weight for f in found.files} == {None}
+    assert cdc.large_range("orders", orders, 0, 1) is None

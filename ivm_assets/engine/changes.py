@@ -193,6 +193,10 @@ def large_range(name: str, uri: str, after: int, upto: int) -> LargeRange | None
     rows = max(delta.change_rows_between(uri, after, upto) or 0, found.rows)
     if rows <= EXECUTOR_CHANGE_ROWS and found.bytes <= EXECUTOR_CHANGE_BYTES:
         return None
+    if rows == 0:
+        # Files the log counts no rows of (no metrics, only change data files): the engine
+        # takes a source with 0 change rows for unchanged, so only a read can count them.
+        return None
     if missing := change_files.missing_files(found):
         raise RebuildNeeded(
             f"the change data feed of source {name} for versions {after + 1}..{upto} cannot be read (No such file or "
