@@ -98,6 +98,17 @@ def test_a_vacuumed_removed_file_rebuilds_the_view(builder, monkeypatch):
     assert_oracle(project)
 
 
+def test_a_vacuumed_removed_file_read_on_the_driver_rebuilds_the_view_too(builder, monkeypatch):
+    """A small range goes through delta-rs' change read on the driver, which fails on the
+    vacuumed file: the same rebuild under `refresh: auto`."""
+    project = _vacuumed(builder, monkeypatch)
+    monkeypatch.setattr(cdc, "EXECUTOR_CHANGE_ROWS", 10**9)
+    monkeypatch.setattr(cdc, "EXECUTOR_CHANGE_BYTES", 1 << 40)
+    (result,) = project.refresh()
+    assert result.mode == "full" and "change data feed of source orders" in result.reason and "cannot be read" in result.reason
+    assert_oracle(project)
+
+
 def test_a_vacuumed_removed_file_fails_an_incremental_view_clearly(builder, monkeypatch):
     project = _vacuumed(builder, monkeypatch, refresh="incremental")
     with pytest.raises(RefreshError, match=r"change data feed of source orders for versions 1\.\.\d+ cannot be read \(No such file.*full refresh"):

@@ -69,14 +69,14 @@ def change_files(uri: str, *, after: int, upto: int) -> ChangeFiles | None:
     files: list[executor_io.DataFile] = []
     rows = 0
     for version in range(after + 1, upto + 1):
-        cdc = delta._commit_actions(uri, version, "cdc")
+        cdc = delta.commit_actions(uri, version, "cdc")
         if cdc is None:
             return None
         if cdc:
             found = [(a, None) for a in cdc]
         else:
-            found = [(a, 1) for a in delta._commit_actions(uri, version, "add") or () if a.get("dataChange", True)]
-            found += [(a, -1) for a in delta._commit_actions(uri, version, "remove") or () if a.get("dataChange", True)]
+            found = [(a, 1) for a in delta.commit_actions(uri, version, "add") or () if a.get("dataChange", True)]
+            found += [(a, -1) for a in delta.commit_actions(uri, version, "remove") or () if a.get("dataChange", True)]
         for action, weight in found:
             if action.get("deletionVector"):
                 return None

@@ -64,7 +64,6 @@ OWN_TABLE = {"delta.checkpointInterval": "10"}
 # progress logs take 2 commits an epoch): their logs are cleaned by ivm (:func:`clean_log`),
 # at a point no epoch needs an older version, never by delta-rs after some commit mid-epoch.
 INTERNAL_TABLE = {**OWN_TABLE, "delta.logRetentionDuration": "interval 0 seconds", "delta.enableExpiredLogCleanup": "false"}
-_CHANGE_WEIGHTS = {"insert": 1, "update_postimage": 1, "delete": -1, "update_preimage": -1}
 _CDF_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
 
 
@@ -465,7 +464,7 @@ _commits: OrderedDict[tuple[str, int, tuple], list[str]] = OrderedDict()
 _COMMITS_KEPT = 1024
 
 
-def _commit_actions(uri: str, version: int, kind: str) -> list[dict] | None:
+def commit_actions(uri: str, version: int, kind: str) -> list[dict] | None:
     """The ``kind`` actions (``commitInfo``, ``add``, …) of one commit file, in order; None
     when the file is gone (log cleanup)."""
     if is_local(uri):
@@ -508,7 +507,7 @@ def _actions_of(lines: list[str], kind: str) -> list[dict]:
 def _commit_info(uri: str, version: int) -> dict | None:
     """The commitInfo action of one commit file, with its ``version``; None when the file
     is gone (log cleanup) or has none."""
-    infos = _commit_actions(uri, version, "commitInfo")
+    infos = commit_actions(uri, version, "commitInfo")
     return {**infos[0], "version": version} if infos else None
 
 
@@ -913,7 +912,7 @@ def read_changes(uri: str, *, after: int, upto: int, columns: list[str] | None =
     wanted = [*('"' + c.replace('"', '""') + '"' for c in columns), "_change_type"] if columns is not None else None
     with storage.failures(uri):
         table = normalize_table(_read_all(dt.load_cdf(starting_version=after + 1, ending_version=upto, columns=wanted)))
-    weights = pa.array([_CHANGE_WEIGHTS[t] for t in table.column("_change_type").to_pylist()], pa.int64())
+    weights = pa.array([executor_io.CHANGE_WEIGHTS[t] for t in table.column("_change_type").to_pylist()], pa.int64())
     data_columns = [c for c in table.column_names if c not in _CDF_COLUMNS]
     return table.select(data_columns).append_column(WEIGHT, weights)
 
@@ -1003,7 +1002,7 @@ def _cache_written(uri: str, version: int, table: pa.Table, partition_by: list[s
         return
     root = storage.normalize(uri.removeprefix("file://"))
     by_value: dict[str | None, list[tuple[str, int]]] = {}
-    for add in _commit_actions(uri, version, "add") or []:
+    for add in commit_actions(uri, version, "add") or []:
         values = add.get("partitionValues") or {}
         file = (f"{root}/{unquote(add['path'])}", int(add["size"]))
         by_value.setdefault(values.get(partition_by[0]) if partition_by else None, []).append(file)

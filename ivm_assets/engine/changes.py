@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 from ivm_assets.delta import change_files
 from ivm_assets.delta import tables as delta
 from ivm_assets.delta.tables import WEIGHT
-from ivm_assets.errors import RebuildNeeded, RefreshError
+from ivm_assets.errors import RebuildNeeded
 from ivm_assets.local.epoch import LOCAL_CHANGE_ROWS
 from ivm_assets.operators.base import Operator
 from ivm_assets.operators.linear import ScanOp
@@ -143,7 +143,8 @@ def read_range(name: str, uri: str, after: int, upto: int, *, columns: tuple[str
     such a change costs one hash of its rows instead of flowing through every operator (and
     keeps a small epoch in process).
 
-    Raises RefreshError when the feed cannot be read.
+    Raises RebuildNeeded when the feed cannot be read (the view is rebuilt under
+    ``refresh: auto``).
     """
     if after == upto:
         schema = delta.arrow_schema(uri, upto)
@@ -152,10 +153,14 @@ def read_range(name: str, uri: str, after: int, upto: int, *, columns: tuple[str
     try:
         table = delta.read_changes(uri, after=after, upto=upto, columns=list(columns) if columns is not None else None)
     except (DeltaError, OSError, ValueError) as exc:
+        # Its files were vacuumed, or the feed is otherwise unreadable (a failure to reach the
+        # store is a StorageError, raised as it is): as for a large range read by the
+        # executors, the view is rebuilt under `refresh: auto`, and this is the error otherwise.
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise RefreshError(
+        raise RebuildNeeded(
             f"the change data feed of source {name} for versions {after + 1}..{upto} cannot be read ({first}); "
-            "run a full refresh to rebuild from the current snapshot"
+            "run a full refresh to rebuild from the current snapshot",
+            reason=f"the change data feed of source {name} for versions {after + 1}..{upto} cannot be read ({first})",
         ) from exc
     table = normalize_table(table)
     weights = table.column(WEIGHT)
