@@ -17,13 +17,10 @@ from deltalake import write_deltalake
 
 from ivm_assets.delta import storage
 from ivm_assets.delta import tables as delta
-from ivm_assets.delta.tables import Epoch
-from ivm_assets.engine import refresh
 from ivm_assets.errors import CommitConflictError, StorageError
-from ivm_assets.state import arrangement
 from ivm_assets.state.progress import Progress
 from tests.conftest import assert_oracle
-from tests.test_crash import _Unaware
+from tests.test_crash import _crash_at, two_attempts
 
 pytestmark = pytest.mark.s3
 
@@ -144,69 +141,8 @@ def test_two_attempts_of_one_epoch_apply_it_once_on_s3(s3_project, monkeypatch):
     project = s3_project.load()
     project.refresh()
     _change(s3_project, 1)
-    monkeypatch.setenv("IVM_CRASH_AFTER_COMMITS", "1")
-    monkeypatch.setenv("IVM_CRASH_MODE", "raise")
-    delta.reset_commit_count()
-    with pytest.raises(delta.SimulatedCrash):
-        project.refresh()  # the claim with `started` is committed, nothing else
-    monkeypatch.delenv("IVM_CRASH_AFTER_COMMITS")
-    monkeypatch.delenv("IVM_CRASH_MODE")
-    where = project.location("sales")
-    record = Progress(where.progress).read().started
-    view = project.compile(["sales"])["sales"]
-    relations = {d: project.relation_uri(d) for d in view.definition.dependencies}
-    epoch = Epoch("ivm:sales", record.epoch, {})
-
-    def attempt() -> None:
-        refresh._run_epoch(project.spark, view, where, relations, record, epoch, project.config.state_buckets, {})
-
-    tables = [where.output, *(f"{where.state_root}/{name}" for name in record.payload["state_versions"])]
-    attempt()
-    after_first = [delta.latest_version(uri) for uri in tables]
-    with monkeypatch.context() as m:
-        m.setattr(arrangement, "delta", _Unaware())
-        m.setattr(refresh, "delta", _Unaware())
-        attempt()  # every commit is refused by the store's conditional put, and skipped
-    assert [delta.latest_version(uri) for uri in tables] == after_first
-    [result] = project.refresh()
-    assert (result.epoch, result.mode) == (2, "incremental")
-    assert [delta.latest_version(uri) for uri in tables] == after_first
-    assert_oracle(project)
-
-
-@pytest.mark.slow
-def test_a_refresh_in_another_process_at_the_same_time_applies_the_epoch_once(s3_project):
-    _shop(s3_project)
-    project = s3_project.load()
-    project.refresh()
-    _change(s3_project, 1)
-    script = textwrap.dedent(
-        f"""
-        from ivm_assets import IvmProject
-        for r in IvmProject.load({str(s3_project.root)!r}).refresh():
-            print(r.summary(), flush=True)
-        """
-    )
-    other = subprocess.Popen(
-        [sys.executable, "-c", script], env={**os.environ, "IVM_SPARK_MASTER": "local[1]"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True,
-    )
-    results = []
-    try:
-        while other.poll() is None:  # refresh here too, again and again, while the other one runs
-            results.extend(project.refresh())
-            time.sleep(0.2)
-        out, err = other.communicate(timeout=60)
-    finally:
-        if other.poll() is None:
-            other.kill()
-    assert other.returncode == 0, err[-2000:]
-    modes = [r.mode for r in results] + [line.split(": ")[1].split(" ")[0] for line in out.splitlines()]
-    assert modes.count("incremental") == 1, (modes, out)  # one of the two ran epoch 2, the other found it done
-    committed = Progress(project.location("sales").progress).last_committed()
-    assert committed.epoch == 2
-    assert delta.latest_version(project.location("sales").output) == committed.payload["output_version_after"]
-    assert_oracle(project)
+    assert _crash_at(project, monkeypatch, 1)  # the claim with `started` is committed, nothing else
+    two_attempts(project, monkeypatch)  # the second attempt's commits are refused by S3's conditional put
 
 
 def test_a_source_schema_change(s3_project):
