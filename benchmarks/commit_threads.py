@@ -25,6 +25,7 @@ from ivm_assets import IvmProject  # noqa: E402
 from ivm_assets.engine import refresh  # noqa: E402
 from ivm_assets.spark.session import get_spark, stop_spark  # noqa: E402
 from ivm_assets.testing.tpch import create_sources, generate_parquet, make_batches  # noqa: E402
+from tpch_refresh import write_project  # noqa: E402  (benchmarks/: every benchmark's TPC-H project)
 
 DATA = HERE / "data"
 
@@ -55,13 +56,7 @@ def main() -> None:
             base = str(root)
         try:
             sources = create_sources(generate_parquet(args.sf, DATA), f"{base}/sources")
-            (root / "views").mkdir()
-            for view in views:
-                (root / "views" / f"{view}.sql").write_text((HERE / "tpch" / f"{view}.sql").read_text())
-            options = "" if server is None else "storage_options:\n" + "".join(f"  {k}: '{v}'\n" for k, v in server.options.items())
-            (root / "ivm.yaml").write_text(
-                f"warehouse: {base}/warehouse\nsources:\n" + "".join(f"  {n}: {u}\n" for n, u in sources.items()) + options
-            )
+            write_project(root, sources, views, warehouse=f"{base}/warehouse", storage_options=server.options if server else None)
             project = IvmProject.load(root, spark=spark)
             project.refresh()
             batches = make_batches(spark, sources, args.batch_fraction, seed=11)

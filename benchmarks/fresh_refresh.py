@@ -25,14 +25,15 @@ import sys
 import time
 from pathlib import Path
 
-import yaml
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
 
 from ivm_assets import IvmProject  # noqa: E402
 from ivm_assets.spark.session import get_spark, stop_spark  # noqa: E402
 from ivm_assets.testing.tpch import create_sources, generate_parquet  # noqa: E402
+from tpch_refresh import write_project  # noqa: E402  (benchmarks/: every benchmark's TPC-H project)
 
 # Run in a fresh interpreter: times its own phases and prints them as JSON.
 DRIVER = r"""
@@ -73,12 +74,8 @@ def main() -> None:
     run = HERE / "data" / f"fresh_sf{args.sf:g}"
     shutil.rmtree(run, ignore_errors=True)
     sources = create_sources(generate_parquet(args.sf, HERE / "data"), run / "sources")
-    project_dir = run / "project"
-    (project_dir / "views").mkdir(parents=True)
-    (project_dir / "ivm.yaml").write_text(yaml.safe_dump({"warehouse": str(run / "warehouse"), "sources": sources}))
     views = args.views.split(",")
-    for view in views:
-        shutil.copy(HERE / "tpch" / f"{view}.sql", project_dir / "views" / f"{view}.sql")
+    project_dir = write_project(run / "project", sources, views, warehouse=str(run / "warehouse"))
     IvmProject.load(project_dir, spark=spark).refresh()
     env = {**os.environ, "PYTHONPATH": str(HERE.parent)}
     env.pop("IVM_SPARK_REMOTE", None)

@@ -22,15 +22,16 @@ import sys
 import time
 from pathlib import Path
 
-import yaml
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
 
 from ivm_assets import IvmProject  # noqa: E402
 from ivm_assets.delta.tables import update_rows  # noqa: E402
 from ivm_assets.spark.session import get_spark, stop_spark  # noqa: E402
 from ivm_assets.testing.tpch import create_sources, generate_parquet  # noqa: E402
+from tpch_refresh import write_project  # noqa: E402  (benchmarks/: every benchmark's TPC-H project)
 
 CASES = {
     "one row changed": lambda i: {"c_acctbal": f"c_acctbal + {i + 1}"},
@@ -49,12 +50,8 @@ def main() -> None:
     run = HERE / "data" / f"noop_sf{args.sf:g}"
     shutil.rmtree(run, ignore_errors=True)
     sources = create_sources(generate_parquet(args.sf, HERE / "data"), run / "sources")
-    (run / "project" / "views").mkdir(parents=True)
-    (run / "project" / "ivm.yaml").write_text(yaml.safe_dump({"warehouse": str(run / "warehouse"), "sources": sources}))
     views = args.views.split(",")
-    for view in views:
-        shutil.copy(HERE / "tpch" / f"{view}.sql", run / "project" / "views" / f"{view}.sql")
-    project = IvmProject.load(run / "project", spark=spark)
+    project = IvmProject.load(write_project(run / "project", sources, views, warehouse=str(run / "warehouse")), spark=spark)
     project.refresh()
     results: dict[str, dict[str, list]] = {}
     for case, change in CASES.items():

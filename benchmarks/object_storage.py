@@ -38,17 +38,18 @@ import sys
 import time
 from pathlib import Path
 
-import yaml
 
 HERE = Path(__file__).resolve().parent
 # A child build (--child-build FOLDER VIEW --code DIR) imports the ivm_assets found in DIR.
 _CODE = sys.argv[sys.argv.index("--code") + 1] if "--code" in sys.argv else str(HERE.parent)
 sys.path.insert(0, _CODE)
+sys.path.insert(0, str(HERE))
 
 from ivm_assets import IvmProject  # noqa: E402
 from ivm_assets.delta import storage  # noqa: E402
 from ivm_assets.spark.session import get_spark, stop_spark  # noqa: E402
 from ivm_assets.testing.tpch import create_sources, generate_parquet, make_batches  # noqa: E402
+from tpch_refresh import write_project  # noqa: E402  (benchmarks/: every benchmark's TPC-H project)
 
 SQL_DIR = HERE / "tpch"
 DATA_DIR = HERE / "data"
@@ -113,14 +114,7 @@ class LocalS3:
 
 
 def project_at(folder: Path, warehouse: str, sources: dict[str, str], views: list[str], options: dict[str, str] | None) -> IvmProject:
-    (folder / "views").mkdir(parents=True)
-    config: dict = {"warehouse": warehouse, "sources": sources}
-    if options:
-        config["storage_options"] = options
-    (folder / "ivm.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    for view in views:
-        shutil.copy(SQL_DIR / f"{view}.sql", folder / "views" / f"{view}.sql")
-    return IvmProject.load(folder)
+    return IvmProject.load(write_project(folder, sources, views, warehouse=warehouse, storage_options=options))
 
 
 def run_store(name: str, spark, parquet: Path, root: str, folder: Path, views: list[str], args, s3: LocalS3 | None) -> dict:

@@ -71,10 +71,16 @@ PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
 
 # --- data and project ---------------------------------------------------------------------
-def write_project(project_dir: Path, sources: dict[str, str], views: list[str]) -> Path:
-    """The project folder the engine loads: ivm.yaml (warehouse + sources) and views/<name>.sql."""
+def write_project(
+    project_dir: Path, sources: dict[str, str], views: list[str], *, warehouse: str = "warehouse",
+    storage_options: dict[str, str] | None = None,
+) -> Path:
+    """The project folder the engine loads: ivm.yaml (warehouse, sources, storage options)
+    and views/<name>.sql (every benchmark builds its TPC-H project here)."""
     (project_dir / "views").mkdir(parents=True)
-    config = {"warehouse": "warehouse", "sources": sources}
+    config: dict = {"warehouse": warehouse, "sources": sources}
+    if storage_options:
+        config["storage_options"] = storage_options
     (project_dir / "ivm.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     for view in views:
         shutil.copy(SQL_DIR / f"{view}.sql", project_dir / "views" / f"{view}.sql")
