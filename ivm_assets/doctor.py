@@ -101,13 +101,11 @@ def check_placement(project: IvmProject, *, master: str | None) -> CheckResult:
     """Executors can see the project's local folders (a cluster master's cannot, unless
     ``shared_filesystem`` says so); ``master`` None: a Spark Connect server's, unknown here."""
     from ivm_assets.errors import ConfigError
-    from ivm_assets.spark.cluster import check_reachable
 
     if master is None:
         return CheckResult("placement", "SKIP", "Spark runs behind a Connect server: checked at the first refresh that uses it")
-    locations = {"the warehouse": project.warehouse, **{f"source {n}": uri for n, uri in project.sources.items()}}
     try:
-        check_reachable(master, locations, shared_filesystem=project.config.spark.shared_filesystem, settings=str(project.root / "ivm.yaml"))
+        project.check_placement(master)
     except ConfigError as exc:
         found, _, fix = str(exc).partition(": executors would write and read files on their own disks. ")
         return CheckResult("placement", "FAIL", found, fix.removesuffix(" Nothing was written."))

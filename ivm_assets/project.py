@@ -245,26 +245,22 @@ class IvmProject:
         asking (what a refresh reports as where it ran)."""
         return self._spark
 
-    def _check_placement(self) -> None:
-        """Refuse, before anything is written, local folders that a cluster's executors
-        cannot see (:func:`~ivm_assets.spark.cluster.check_reachable`). The master of a
-        local session is known before it starts; a Spark Connect server's once connected."""
+    def check_placement(self, master: str) -> None:
+        """Refuse local folders that executors of ``master`` cannot see
+        (:func:`~ivm_assets.spark.cluster.check_reachable`): a ConfigError naming them."""
         locations = {"the warehouse": self.warehouse, **{f"source {n}": uri for n, uri in self.sources.items()}}
+        check_reachable(master, locations, shared_filesystem=self.config.spark.shared_filesystem, settings=str(self.root / "ivm.yaml"))
 
-        def check(session: SparkSession) -> None:
-            check_reachable(
-                master_of(session), locations, shared_filesystem=self.config.spark.shared_filesystem, settings=str(self.root / "ivm.yaml")
-            )
-
+    def _check_placement(self) -> None:
+        """:meth:`check_placement` before anything is written: the master of a local session
+        is known before it starts, a Spark Connect server's once connected."""
         lazy = self._spark
         if not isinstance(lazy, LazySession):
-            check(lazy)
+            self.check_placement(master_of(lazy))
         elif lazy.started or lazy.remote:
-            lazy.on_start((self.root, tuple(locations.values())), check)
+            lazy.on_start(("placement", self.root, self.warehouse, tuple(self.sources.values())), lambda s: self.check_placement(master_of(s)))
         else:
-            check_reachable(
-                lazy.master, locations, shared_filesystem=self.config.spark.shared_filesystem, settings=str(self.root / "ivm.yaml")
-            )
+            self.check_placement(lazy.master)
 
     def _executor_io(self) -> None:
         """Set how Spark's executors reach object store tables (``spark.executor_io``). With
