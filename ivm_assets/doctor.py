@@ -38,6 +38,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from ivm_assets import settings
 from ivm_assets.spark.session import java_executable
 
 if TYPE_CHECKING:
@@ -80,7 +81,8 @@ def diagnose(project_dir: str | os.PathLike) -> Iterator[CheckResult]:
     if declared is not None and (declared.master or declared.remote):
         master, remote = declared.master, declared.remote
     else:
-        master, remote = os.environ.get("IVM_SPARK_MASTER") or None, os.environ.get("IVM_SPARK_REMOTE") or None
+        from_env = settings.current()
+        master, remote = from_env.spark_master, from_env.spark_remote
     yield check_python()
     java = check_java(os.environ, remote=remote)
     yield java

@@ -82,7 +82,7 @@ def engine(request, monkeypatch) -> str:
     """Runs the test twice: every incremental epoch in Spark, then in process where it can.
     A test that expects an epoch in process checks ``RefreshResult.engine`` (see
     :func:`assert_engine`): an epoch that silently went to Spark would test Spark twice."""
-    from ivm_assets.engine.refresh import SMALL_EPOCHS_ENV
+    from ivm_assets.settings import SMALL_EPOCHS_ENV
 
     monkeypatch.setenv(SMALL_EPOCHS_ENV, "spark" if request.param == "spark" else "auto")
     return request.param

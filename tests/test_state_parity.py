@@ -19,7 +19,7 @@ import pyarrow as pa
 import pytest
 
 from ivm_assets.delta import tables as delta
-from ivm_assets.engine.refresh import SMALL_EPOCHS_ENV
+from ivm_assets.settings import SMALL_EPOCHS_ENV
 from ivm_assets.local.epoch import missing_rule
 from ivm_assets.sql.incrementalize import operators
 from ivm_assets.state.arrangement import EPOCH, WEIGHT

@@ -26,7 +26,6 @@ first refreshes.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -36,11 +35,10 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
+from ivm_assets import settings
 from ivm_assets.delta import storage
 from ivm_assets.spark.arrow import normalize_table
 
-BUDGET_ENV = "IVM_STATE_CACHE_MB"
-DEFAULT_BUDGET_MB = 1024
 _FOOTERS_KEPT = 4096
 
 Stamp = tuple[str, int]  # the file's location (a local path or a URI), its size in the Delta log
@@ -94,7 +92,7 @@ _held_bytes = 0
 
 
 def budget_bytes() -> int:
-    return int(float(os.environ.get(BUDGET_ENV, DEFAULT_BUDGET_MB)) * (1 << 20))
+    return settings.current().state_cache_bytes
 
 
 def footer(uri: str, size: int) -> Footer:

@@ -15,7 +15,6 @@ one epoch running at once apply it once.
 from __future__ import annotations
 
 import contextvars
-import os
 import re
 import time
 from collections.abc import Iterator
@@ -27,7 +26,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ivm_assets import decimal_rules
+from ivm_assets import decimal_rules, settings
 from ivm_assets.delta import tables as delta
 from ivm_assets.delta.tables import WEIGHT, Epoch
 from ivm_assets.engine import changes as cdc
@@ -563,16 +562,12 @@ def _commit(
 # this gain nothing on two cores, and a store may throttle a burst.
 COMMIT_THREADS = 4
 
-# Set to "spark" to run every epoch in Spark (to compare the two, or to rule one out).
-SMALL_EPOCHS_ENV = "IVM_SMALL_EPOCHS"
-
-
 def _in_process(ctx: EpochContext, view: CompiledView, tables: dict[str, pa.Table], notes: dict[str, str]) -> Batch | None:
     """The output change of a small incremental epoch computed in process
     (:mod:`ivm_assets.local.epoch`), its state commits queued; None, with the reason in
     ``notes["engine"]``, when the epoch must run in Spark (nothing was committed)."""
-    if os.environ.get(SMALL_EPOCHS_ENV, "").lower() == "spark":
-        notes["engine"] = f"spark: {SMALL_EPOCHS_ENV}=spark"
+    if settings.current().small_epochs == "spark":
+        notes["engine"] = "spark: IVM_SMALL_EPOCHS=spark"
         return None
     if sum(ctx.change_rows.values()) > LOCAL_CHANGE_ROWS:
         notes["engine"] = f"spark: {sum(ctx.change_rows.values())} change rows (in process up to {LOCAL_CHANGE_ROWS})"

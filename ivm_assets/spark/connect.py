@@ -43,13 +43,12 @@ from pathlib import Path
 
 import pyspark
 
+from ivm_assets import settings as ivm_settings
 from ivm_assets.errors import IvmError
 from ivm_assets.spark.cluster import is_local_master
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
-DEFAULT_PORT = 15002
 START_TIMEOUT_S = 180.0
-DEFAULT_IDLE_S = 1800.0
 
 
 @dataclass(frozen=True)
@@ -84,15 +83,15 @@ class ConnectServer:
 
 def default_idle_timeout() -> float:
     """How long a server a refresh started on its own waits for a client before stopping."""
-    return float(os.environ.get("IVM_SPARK_CONNECT_IDLE_S", DEFAULT_IDLE_S))
+    return ivm_settings.current().connect_idle_s
 
 
 def default_directory() -> Path:
-    return Path(os.environ.get("IVM_SPARK_CONNECT_DIR") or Path.home() / ".ivm" / "spark-connect")
+    return ivm_settings.current().connect_dir
 
 
 def default_port() -> int:
-    return int(os.environ.get("IVM_SPARK_CONNECT_PORT", DEFAULT_PORT))
+    return ivm_settings.current().connect_port
 
 
 def server_status(directory: str | Path | None = None) -> ConnectServer | None:
@@ -149,7 +148,7 @@ def start_server(
         }
         driver_memory = settings.pop("spark.driver.memory", None)
         # `--conf spark.master=…` as well as the argument: spark-submit's --master would win over it.
-        master = master or settings.pop("spark.master", None) or os.environ.get("IVM_SPARK_MASTER", "local[*]")
+        master = master or settings.pop("spark.master", None) or ivm_settings.current().master_or_default
         command = [
             str(Path(pyspark.__file__).parent / "bin" / "spark-submit"),
             "--class", SERVER_CLASS,

@@ -23,6 +23,7 @@ from contextlib import contextmanager, nullcontext
 
 from pyspark.sql import SparkSession
 
+from ivm_assets import settings as ivm_settings
 from ivm_assets.errors import IvmError
 from ivm_assets.spark.arrow import one_partition_locals
 from ivm_assets.spark.cluster import is_local_master
@@ -117,13 +118,13 @@ def get_spark(
         if active is not None:
             return active
         if remote is None and master is None:
-            remote = os.environ.get("IVM_SPARK_REMOTE") or None
+            remote = ivm_settings.current().spark_remote
         if remote is not None:
             return _connect(remote, conf or {})
         check_java()
         # Executors must run the interpreter that runs us, or arrow/pyarrow versions diverge.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        master = master or os.environ.get("IVM_SPARK_MASTER", "local[*]")
+        master = master or ivm_settings.current().master_or_default
         if is_local_master(master):
             # Nothing outside this host talks to a local driver: keep its ports off the network.
             # A cluster's executors must reach the driver, so there Spark (or the user's
@@ -243,7 +244,7 @@ class LazySession:
     @property
     def master(self) -> str:
         """The local master the session will run on (when it is not a Connect session)."""
-        return self._master or os.environ.get("IVM_SPARK_MASTER", "local[*]")
+        return self._master or ivm_settings.current().master_or_default
 
     def session(self) -> SparkSession:
         if self._session is None:
@@ -276,7 +277,7 @@ class LazySession:
         """The Spark Connect server the session will attach to (None: local Spark)."""
         if self._remote is not None or self._master is not None:
             return self._remote
-        return os.environ.get("IVM_SPARK_REMOTE") or None
+        return ivm_settings.current().spark_remote
 
     def __getattr__(self, name: str):
         return getattr(self.session(), name)

@@ -9,6 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from ivm_assets.delta import parquet_cache
+from ivm_assets.settings import STATE_CACHE_ENV
 
 
 @pytest.fixture(autouse=True)
@@ -58,11 +59,11 @@ def test_the_budget_bounds_what_is_held_and_zero_turns_it_off(tmp_path, monkeypa
     file = _footer(path)
     one_group = parquet_cache.row_groups(file, [0])[0][0].nbytes
     parquet_cache.clear()
-    monkeypatch.setenv(parquet_cache.BUDGET_ENV, str(3.5 * one_group / (1 << 20)))
+    monkeypatch.setenv(STATE_CACHE_ENV, str(3.5 * one_group / (1 << 20)))
     parquet_cache.row_groups(_footer(path), list(range(20)))
     assert 0 < parquet_cache.held_bytes() <= 3.5 * one_group
     parquet_cache.clear()
-    monkeypatch.setenv(parquet_cache.BUDGET_ENV, "0")
+    monkeypatch.setenv(STATE_CACHE_ENV, "0")
     rows, _ = parquet_cache.row_groups(_footer(path), [0, 5])
     assert parquet_cache.held_bytes() == 0 and rows[1].column("k")[0].as_py() == 500
 

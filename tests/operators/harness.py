@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import ProjectBuilder, assert_oracle
 from tests.random_changes import apply_random_batch, initial_table
-from ivm_assets.engine.refresh import SMALL_EPOCHS_ENV
+from ivm_assets.settings import SMALL_EPOCHS_ENV
 
 # Every example costs several Spark jobs per batch; CI keeps the count small, a developer
 # can raise it (IVM_PROPERTY_EXAMPLES=25) for a deeper search.

@@ -1,0 +1,98 @@
+"""The environment variables ivm_assets reads, read and checked in one place.
+
+ivm.yaml (:mod:`ivm_assets.config`) says what a project holds and where; these say how this
+process runs it. A project's own ``spark:`` settings win over ``IVM_SPARK_MASTER`` /
+``IVM_SPARK_REMOTE``.
+
+============================  ============================================================
+``IVM_SPARK_MASTER``          Spark master of a local session (default ``local[*]``)
+``IVM_SPARK_REMOTE``          Spark Connect server to attach to (``sc://…``, or ``local``
+                              for the warm local server); unset: local Spark
+``IVM_SMALL_EPOCHS``          ``auto`` (default: the cost model picks) or ``spark`` (every
+                              epoch in Spark, to compare the two engines or rule one out)
+``IVM_STATE_CACHE_MB``        state row groups kept in memory between refreshes (default
+                              1024; ``0`` turns the cache off)
+``IVM_SPARK_CONNECT_IDLE_S``  how long an auto-started Connect server waits without a
+                              client before it stops (default 1800)
+``IVM_SPARK_CONNECT_DIR``     where that server records itself (default ``~/.ivm/spark-connect``)
+``IVM_SPARK_CONNECT_PORT``    its port (default 15002)
+============================  ============================================================
+
+The environment is read on each call, not cached at import: a long-lived process (a Dagster
+code server, a test run) sees a variable set after it started. Reading it costs
+microseconds. Crash injection for the tests is not a setting: :mod:`ivm_assets.testing`.
+
+>>> current({"IVM_SMALL_EPOCHS": "Spark", "IVM_STATE_CACHE_MB": "0.5"}).small_epochs
+'spark'
+>>> current({"IVM_STATE_CACHE_MB": "lots"})
+Traceback (most recent call last):
+...
+ivm_assets.errors.IvmError: IVM_STATE_CACHE_MB must be a number of MiB (e.g. 1024, or 0 to turn the cache off), found 'lots'. Fix or unset it in the environment.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from ivm_assets.errors import IvmError
+
+DEFAULT_STATE_CACHE_MB = 1024
+DEFAULT_CONNECT_IDLE_S = 1800.0
+DEFAULT_CONNECT_PORT = 15002
+SMALL_EPOCHS = ("auto", "spark")
+# The names the tests set.
+SMALL_EPOCHS_ENV = "IVM_SMALL_EPOCHS"
+STATE_CACHE_ENV = "IVM_STATE_CACHE_MB"
+
+
+@dataclass(frozen=True)
+class Settings:
+    spark_master: str | None
+    spark_remote: str | None
+    small_epochs: str
+    state_cache_bytes: int
+    connect_idle_s: float
+    connect_dir: Path
+    connect_port: int
+
+    @property
+    def master_or_default(self) -> str:
+        return self.spark_master or "local[*]"
+
+
+def current(environ: Mapping[str, str] | None = None) -> Settings:
+    """The settings in ``environ`` (default: this process's environment), each checked:
+    a malformed value is an :class:`IvmError` naming the variable, the value and the fix."""
+    env = os.environ if environ is None else environ
+    small = (env.get(SMALL_EPOCHS_ENV) or "auto").strip().lower()
+    if small not in SMALL_EPOCHS:
+        raise _bad(SMALL_EPOCHS_ENV, env[SMALL_EPOCHS_ENV], "auto or spark")
+    return Settings(
+        spark_master=env.get("IVM_SPARK_MASTER") or None,
+        spark_remote=env.get("IVM_SPARK_REMOTE") or None,
+        small_epochs=small,
+        state_cache_bytes=int(_number(env, STATE_CACHE_ENV, DEFAULT_STATE_CACHE_MB, "a number of MiB (e.g. 1024, or 0 to turn the cache off)") * (1 << 20)),
+        connect_idle_s=_number(env, "IVM_SPARK_CONNECT_IDLE_S", DEFAULT_CONNECT_IDLE_S, "a number of seconds (e.g. 1800)"),
+        connect_dir=Path(env.get("IVM_SPARK_CONNECT_DIR") or Path.home() / ".ivm" / "spark-connect"),
+        connect_port=int(_number(env, "IVM_SPARK_CONNECT_PORT", DEFAULT_CONNECT_PORT, "a port number (e.g. 15002)", integer=True)),
+    )
+
+
+def _number(env: Mapping[str, str], name: str, default: float, expected: str, *, integer: bool = False) -> float:
+    text = env.get(name)
+    if text is None or not text.strip():
+        return default
+    try:
+        value = int(text) if integer else float(text)
+    except ValueError:
+        raise _bad(name, text, expected) from None
+    if value < 0:
+        raise _bad(name, text, expected)
+    return value
+
+
+def _bad(name: str, found: str, expected: str) -> IvmError:
+    return IvmError(f"{name} must be {expected}, found {found!r}. Fix or unset it in the environment.")
