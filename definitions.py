@@ -61,11 +61,14 @@ def demo_source_changes() -> None:
 
 # Dagster's default automation sensor starts stopped; the demo should react to source changes
 # without a toggle, so it brings its own, running from the first load.
+# Both tick every 5 s: a source commit reaches a view within two ticks plus the run. A tick
+# reads each source's Delta log head (milliseconds) and evaluates the views' conditions.
+TICK_S = 5
 automation = dg.AutomationConditionSensorDefinition(
     "ivm_demo_automation",
     target=dg.AssetSelection.assets(views, sources),
     default_status=dg.DefaultSensorStatus.RUNNING,
-    minimum_interval_seconds=15,
+    minimum_interval_seconds=TICK_S,
     description="Refreshes the ivm views whose sources (or upstream views) moved, and builds missing ones.",
 )
 
@@ -76,7 +79,7 @@ defs = dg.Definitions(
     # ~5 s) just to run it.
     executor=dg.in_process_executor,
     jobs=[demo_source_changes],
-    sensors=[automation, build_ivm_source_sensor(project=project, name="ivm_demo_source_sensor", minimum_interval_seconds=15)],
+    sensors=[automation, build_ivm_source_sensor(project=project, name="ivm_demo_source_sensor", minimum_interval_seconds=TICK_S)],
     schedules=[build_ivm_check_schedule(views)],
     # $IVM_SPARK_REMOTE: sc://host:port for a Connect server elsewhere; empty for a Spark per run.
     resources={"ivm": IvmResource(remote=os.environ.get("IVM_SPARK_REMOTE", "local") or None)},
