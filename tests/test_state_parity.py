@@ -22,7 +22,7 @@ from ivm_assets.delta import tables as delta
 from ivm_assets.settings import SMALL_EPOCHS_ENV
 from ivm_assets.local.epoch import missing_rule
 from ivm_assets.sql.incrementalize import operators
-from ivm_assets.state.arrangement import EPOCH, WEIGHT
+from ivm_assets.zset import EPOCH, WEIGHT
 from tests.conftest import ProjectBuilder
 from tests.test_sql_steps import FILES, FileRun, _apply_step, _build, load_spec
 

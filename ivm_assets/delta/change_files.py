@@ -28,6 +28,7 @@ from ivm_assets.delta import storage
 from ivm_assets.delta import tables as delta
 from ivm_assets.spark import executor_io
 from ivm_assets.spark.arrow import spark_schema
+from ivm_assets.zset import WEIGHT
 
 # Reader features and table properties under which a data file's rows are not what a
 # parquet reader sees in it.
@@ -117,9 +118,9 @@ def read_on_executors(spark: SparkSession, found: ChangeFiles, columns: tuple[st
     rewritten without a change shows as a delete and an insert of each of its rows."""
     schema = delta.arrow_schema(found.uri, found.upto)
     kept = [f for f in schema if columns is None or f.name in columns]
-    target = pa.schema([*kept, pa.field(delta.WEIGHT, pa.int64(), False)])
+    target = pa.schema([*kept, pa.field(WEIGHT, pa.int64(), False)])
     root = storage.normalize(storage.local_path(found.uri) or found.uri)
     return executor_io.read_files(
         spark, list(found.files), root=root, schema=target, spark_schema=spark_schema(target),
-        partitions=[c for c in found.partition_columns if c in target.names], weight=delta.WEIGHT,
+        partitions=[c for c in found.partition_columns if c in target.names], weight=WEIGHT,
     )

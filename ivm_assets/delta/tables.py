@@ -49,8 +49,8 @@ from ivm_assets.delta import parquet_cache, storage
 from ivm_assets.errors import CommitConflictError, SourceError
 from ivm_assets.spark import executor_io
 from ivm_assets.spark.arrow import arrow_schema as spark_to_arrow_schema, normalize_table, spark_schema, to_arrow, to_spark
+from ivm_assets.zset import WEIGHT
 
-WEIGHT = "__w"
 CDF_ON = {"delta.enableChangeDataFeed": "true"}
 # Tables ivm writes (state, outputs, progress logs) take a commit per refresh or more, and
 # each open replays the commits since the last checkpoint (~0.2 ms each; Delta's default is

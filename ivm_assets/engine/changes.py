@@ -27,7 +27,6 @@ from pyspark.sql import functions as F
 
 from ivm_assets.delta import change_files
 from ivm_assets.delta import tables as delta
-from ivm_assets.delta.tables import WEIGHT
 from ivm_assets.errors import RebuildNeeded
 from ivm_assets.local.epoch import LOCAL_CHANGE_ROWS
 from ivm_assets.operators.base import Operator
@@ -36,6 +35,7 @@ from ivm_assets.spark.arrow import normalize_schema, normalize_table, spark_sche
 from ivm_assets.state import driver_rows
 from ivm_assets.sql.incrementalize import operators
 from ivm_assets.sql.plan import q
+from ivm_assets.zset import WEIGHT
 
 _REWRITES = {"RESTORE": "restored", "CREATE OR REPLACE TABLE": "replaced", "CREATE OR REPLACE TABLE AS SELECT": "replaced"}
 # Commits that change a table's columns without writing rows (delta-rs' and Delta/Spark's

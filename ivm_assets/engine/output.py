@@ -16,10 +16,11 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ivm_assets.delta import tables as delta
-from ivm_assets.delta.tables import WEIGHT, Epoch
+from ivm_assets.delta.tables import Epoch
 from ivm_assets.operators.base import Batch, col, consolidate, copies, null_safe_match
 from ivm_assets.state.arrangement import DRIVER_READ_BYTES, LARGE_READ_BYTES
 from ivm_assets.spark.arrow import to_arrow
+from ivm_assets.zset import WEIGHT
 
 _OP, _COPY = "__ivm_op", "__ivm_copy"
 

@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 
 from ivm_assets import decimal_rules, settings
 from ivm_assets.delta import tables as delta
-from ivm_assets.delta.tables import WEIGHT, Epoch
+from ivm_assets.delta.tables import Epoch
 from ivm_assets.engine import changes as cdc
 from ivm_assets.engine import output
 from ivm_assets.engine.compile import CompiledView
@@ -45,6 +45,7 @@ from ivm_assets.sql.incrementalize import fingerprint, operators
 from ivm_assets.state.arrangement import FORMAT
 from ivm_assets.state.claim import ClaimSettings, hold
 from ivm_assets.state.progress import EpochRecord, Progress, ProgressState, now
+from ivm_assets.zset import WEIGHT
 
 
 # Every this many epochs, after the epoch committed and before the claim is released, the

@@ -27,7 +27,6 @@ import pyarrow.compute as pc
 
 from ivm_assets import decimal_rules
 from ivm_assets.delta import tables as delta
-from ivm_assets.delta.tables import WEIGHT
 from ivm_assets.errors import InexactAggregate
 from ivm_assets.local.expressions import (
     VALUE_FAMILIES, SqlType, Untranslatable, arrow_type, common_type, decimal_divide, register, translate,
@@ -41,7 +40,8 @@ from ivm_assets.operators.linear import FilterOp, ProjectOp, ScanOp, UnionAllOp
 from ivm_assets.operators.top_k import TopKOp
 from ivm_assets.spark.arrow import normalize_table
 from ivm_assets.sql.incrementalize import operators
-from ivm_assets.state.arrangement import BUCKET, UNHASHED, StateLayout, StateTable
+from ivm_assets.state.arrangement import UNHASHED, StateLayout, StateTable
+from ivm_assets.zset import BUCKET, WEIGHT
 
 __all__ = ["LOCAL_CHANGE_ROWS", "LocalEpoch", "Untranslatable", "missing_rule"]
 

@@ -36,13 +36,13 @@ from pyspark.sql import types as T
 
 from ivm_assets import decimal_rules
 
-from ivm_assets.delta.tables import WEIGHT
 from ivm_assets.errors import InexactAggregate
 from ivm_assets.operators.base import (
     Batch, EpochContext, Operator, col, consolidate, copies, input_change, materialize, nothing, null_safe_match, unforced,
 )
 from ivm_assets.sql.plan import AggCall, q
-from ivm_assets.state.arrangement import BUCKET, StateRead, StateTable, default_hash_types, with_bucket
+from ivm_assets.state.arrangement import StateRead, StateTable, default_hash_types, with_bucket
+from ivm_assets.zset import BUCKET, WEIGHT
 
 _GLOBAL = "__g"
 _COUNT = "__cnt"

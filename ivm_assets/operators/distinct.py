@@ -11,9 +11,9 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ivm_assets.delta.tables import WEIGHT
 from ivm_assets.operators.base import EpochContext, Operator, col, consolidate, materialize, nothing, null_safe_match
-from ivm_assets.state.arrangement import BUCKET, StateTable, default_hash_types, with_bucket
+from ivm_assets.state.arrangement import StateTable, default_hash_types, with_bucket
+from ivm_assets.zset import BUCKET, WEIGHT
 
 
 class DistinctOp(Operator):

@@ -17,11 +17,10 @@ from functools import reduce
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ivm_assets.delta.tables import WEIGHT
 from ivm_assets.operators.base import EpochContext, Operator, col, consolidate
 from ivm_assets.operators.keys import KeyedPair, keyed_change
 from ivm_assets.sql.plan import q
-from ivm_assets.state.arrangement import BUCKET
+from ivm_assets.zset import BUCKET, WEIGHT
 
 _WL, _WR = "__wl", "__wr"
 

@@ -12,8 +12,8 @@ from functools import reduce
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ivm_assets.delta.tables import WEIGHT
 from ivm_assets.operators.base import EpochContext, Operator, col
+from ivm_assets.zset import WEIGHT
 
 
 class ScanOp(Operator):

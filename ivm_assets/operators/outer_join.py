@@ -31,12 +31,11 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ivm_assets.delta.tables import WEIGHT
 from ivm_assets.operators.base import EpochContext, Operator, col, consolidate
 from ivm_assets.operators.join import JoinOp
 from ivm_assets.operators.keys import keyed_change, lookup, split_null_keys
 from ivm_assets.sql.plan import q
-from ivm_assets.state.arrangement import BUCKET
+from ivm_assets.zset import BUCKET, WEIGHT
 
 Side = Literal["left", "right", "full"]
 

@@ -27,11 +27,10 @@ from functools import reduce
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ivm_assets.delta.tables import WEIGHT
 from ivm_assets.operators.base import EpochContext, Operator, col, consolidate
 from ivm_assets.operators.keys import KeyedPair, lookup
 from ivm_assets.sql.plan import q
-from ivm_assets.state.arrangement import BUCKET
+from ivm_assets.zset import BUCKET, WEIGHT
 
 
 class ResidualSemiJoinOp(KeyedPair):

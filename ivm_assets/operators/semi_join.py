@@ -40,11 +40,11 @@ from functools import reduce
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from ivm_assets.delta.tables import WEIGHT
 from ivm_assets.operators.base import Batch, EpochContext, Operator, col, consolidate, materialize
 from ivm_assets.operators.keys import KeyedPair, Parts, key_types, keyed_change, lookup, rebucket, split_null_keys
 from ivm_assets.sql.plan import q
-from ivm_assets.state.arrangement import BUCKET, StateTable, with_bucket
+from ivm_assets.state.arrangement import StateTable, with_bucket
+from ivm_assets.zset import BUCKET, WEIGHT
 
 _NULL = "__null"
 _GROUP_BUCKET = "__bucket_g"

@@ -24,9 +24,9 @@ from typing import Literal
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from ivm_assets.delta.tables import WEIGHT
 from ivm_assets.operators.base import EpochContext, Operator, col, consolidate, materialize, nothing
-from ivm_assets.state.arrangement import BUCKET, StateTable, default_hash_types, with_bucket
+from ivm_assets.state.arrangement import StateTable, default_hash_types, with_bucket
+from ivm_assets.zset import BUCKET, WEIGHT
 
 SIDE = "__side"
 Kind = Literal["intersect", "except"]

@@ -38,12 +38,12 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from ivm_assets.delta.tables import WEIGHT
 from ivm_assets.operators.base import (
     Batch, EpochContext, Operator, col, consolidate, materialize, nothing, null_safe_match, unforced,
 )
 from ivm_assets.sql.plan import SortKey
-from ivm_assets.state.arrangement import BUCKET, StateTable, default_hash_types, with_bucket
+from ivm_assets.state.arrangement import StateTable, default_hash_types, with_bucket
+from ivm_assets.zset import BUCKET, WEIGHT
 
 # Distinct rows the buffer keeps beyond twice the rows the view shows.
 SLACK = 10

@@ -33,15 +33,13 @@ from pyspark.sql import types as T
 from pyspark.sql import functions as F
 
 from ivm_assets.delta import tables as delta
-from ivm_assets.delta.tables import WEIGHT
 from ivm_assets.errors import RefreshError
 from ivm_assets.operators.base import Batch, EpochContext, col, consolidate, materialize, null_safe_match
 from ivm_assets.spark.arrow import to_arrow, to_spark
 from ivm_assets.state import driver_rows
 from ivm_assets.sql.plan import q
+from ivm_assets.zset import BUCKET, EPOCH, WEIGHT
 
-BUCKET = "__bucket"
-EPOCH = "__epoch"
 # Version of the state layout. 1: layout not recorded; 2: recorded in every commit.
 FORMAT = 2
 LAYOUT_KEY = "ivm.layout"

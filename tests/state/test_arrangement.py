@@ -6,9 +6,10 @@ import pyarrow as pa
 from pyspark.sql import functions as F
 
 from ivm_assets.delta import tables as delta
-from ivm_assets.delta.tables import WEIGHT, Epoch
+from ivm_assets.delta.tables import Epoch
 from ivm_assets.operators.base import EpochContext, materialize
-from ivm_assets.state.arrangement import BUCKET, ROW_GROUP_ROWS, StateTable, with_bucket
+from ivm_assets.state.arrangement import ROW_GROUP_ROWS, StateTable, with_bucket
+from ivm_assets.zset import BUCKET, WEIGHT
 
 
 def _context(spark, root: str, *, full: bool, versions: dict | None = None, epoch: int = 1) -> EpochContext:
