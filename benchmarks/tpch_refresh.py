@@ -53,11 +53,11 @@ from pyspark.sql import DataFrame, SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 from pyspark.sql import types as T  # noqa: E402
 
-import ivm_assets.delta.tables as delta_tables  # noqa: E402
 from ivm_assets import IvmProject, RefreshResult  # noqa: E402
 from ivm_assets.delta.tables import read_snapshot, write  # noqa: E402
 from ivm_assets.errors import SourceError  # noqa: E402
 from ivm_assets.spark.session import get_spark, stop_spark  # noqa: E402
+from ivm_assets.testing import faults  # noqa: E402
 from ivm_assets.testing.tpch import (  # noqa: E402
     DIMENSION_UPDATES, RefreshBatches, create_sources, generate_parquet, make_batches,
 )
@@ -241,7 +241,7 @@ class Work:
 def counting_work(spark: SparkSession) -> Iterator[Work]:
     """Count the Spark jobs and the ivm_assets Delta commits made inside the block."""
     work = Work()
-    commits_before = delta_tables.commits_made()
+    commits_before = faults.commits_made()
     first = _next_job_id(spark)
     group = f"tpch-bench-{next(_groups)}"
     try:
@@ -258,7 +258,7 @@ def counting_work(spark: SparkSession) -> Iterator[Work]:
         if sc is not None:
             work.group_jobs = len(sc.statusTracker().getJobIdsForGroup(group))
             sc.setLocalProperty("spark.jobGroup.id", None)
-        work.commits = delta_tables.commits_made() - commits_before
+        work.commits = faults.commits_made() - commits_before
 
 
 def full_recompute(spark: SparkSession, sources: dict[str, str], sql: str, out_uri: str) -> None:

@@ -25,6 +25,7 @@ from ivm_assets.engine import refresh
 from ivm_assets.errors import RefreshError
 from ivm_assets.state import arrangement
 from ivm_assets.state.progress import EpochRecord, Progress
+from ivm_assets.testing import faults
 from tests.conftest import assert_oracle
 
 ORDERS = pa.schema([("id", pa.int64()), ("cust", pa.int64()), ("amount", pa.decimal128(10, 2))])
@@ -53,11 +54,11 @@ def _crash_at(project, monkeypatch, commits: int) -> bool:
     """Refresh, dying after ``commits`` commits; True if the crash happened."""
     monkeypatch.setenv("IVM_CRASH_AFTER_COMMITS", str(commits))
     monkeypatch.setenv("IVM_CRASH_MODE", "raise")
-    delta.reset_commit_count()
+    faults.reset_commit_count()
     try:
         project.refresh()
         return False
-    except delta.SimulatedCrash:
+    except faults.SimulatedCrash:
         return True
     finally:
         monkeypatch.delenv("IVM_CRASH_AFTER_COMMITS")
@@ -91,11 +92,11 @@ def test_crash_after_executor_files_before_their_commit(builder, monkeypatch):
         _change(builder, boundary)
         monkeypatch.setenv("IVM_CRASH_AFTER_FILE_WRITES", str(boundary))
         monkeypatch.setenv("IVM_CRASH_MODE", "raise")
-        delta.reset_commit_count()
+        faults.reset_commit_count()
         try:
             project.refresh(full=True)
             crashed = False
-        except delta.SimulatedCrash:
+        except faults.SimulatedCrash:
             crashed = True
         finally:
             monkeypatch.delenv("IVM_CRASH_AFTER_FILE_WRITES")

@@ -22,7 +22,6 @@ import bisect
 import json
 import os
 import shutil
-import signal
 import threading
 import time
 import uuid
@@ -48,6 +47,7 @@ from pyspark.sql import functions as F
 from ivm_assets.delta import parquet_cache, storage
 from ivm_assets.errors import CommitConflictError, SourceError
 from ivm_assets.spark import executor_io
+from ivm_assets.testing import faults
 from ivm_assets.spark.arrow import arrow_schema as spark_to_arrow_schema, normalize_table, spark_schema, to_arrow, to_spark
 from ivm_assets.zset import WEIGHT
 
@@ -88,45 +88,6 @@ class Epoch:
 COMPACTION = "ivm.compaction"
 
 
-# --- fault injection for the crash tests -------------------------------------------------
-# `IVM_CRASH_AFTER_COMMITS=N` kills this process with SIGKILL right after its N-th commit,
-# which is how the tests prove that a refresh killed between any two commits recovers.
-# `IVM_CRASH_AFTER_FILE_WRITES=N` does the same right after the N-th time Spark's executors
-# put a table's new files in place, before the driver commits them.
-# With `IVM_CRASH_MODE=raise` it raises SimulatedCrash instead (same state on disk, no new
-# process and Spark session per crash point).
-_CRASH_AFTER = {"commit": "IVM_CRASH_AFTER_COMMITS", "files": "IVM_CRASH_AFTER_FILE_WRITES"}
-_crossed_count = {boundary: 0 for boundary in _CRASH_AFTER}
-# An epoch computed in process commits its tables from several threads: counts are updated
-# under this lock, so that none is lost (a crash point is the N-th commit, whichever thread).
-_count_lock = threading.Lock()
-
-
-class SimulatedCrash(BaseException):
-    """Raised at a commit boundary when IVM_CRASH_MODE=raise (never caught by ivm_assets)."""
-
-
-def commits_made() -> int:
-    """Commits this process made through this module so far (refresh statistics)."""
-    return _crossed_count["commit"]
-
-
-def reset_commit_count() -> None:
-    for boundary in _crossed_count:
-        _crossed_count[boundary] = 0
-
-
-def _crossed(boundary: str) -> None:
-    with _count_lock:
-        _crossed_count[boundary] += 1
-        count = _crossed_count[boundary]
-    limit = os.environ.get(_CRASH_AFTER[boundary])
-    if limit is not None and count >= int(limit):
-        if os.environ.get("IVM_CRASH_MODE") == "raise":
-            raise SimulatedCrash(f"simulated crash after {boundary} {count}")
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
 # --- inspection ---------------------------------------------------------------------------
 def is_delta_table(uri: str) -> bool:
     """Whether ``uri`` holds a Delta table. A local one is recognized by its log folder
@@ -164,6 +125,7 @@ def _is_log_entry(name: str) -> bool:
 # Delta logs opened by this process (each open replays the log from its last checkpoint):
 # refresh statistics report how many one refresh made.
 log_reads = 0
+_log_reads_lock = threading.Lock()
 
 
 @dataclass
@@ -313,7 +275,7 @@ def _writable(uri: str, version: int | None = None) -> DeltaTable:
 
 def _open(uri: str, version: int | None) -> DeltaTable:
     global log_reads
-    with _count_lock:
+    with _log_reads_lock:
         log_reads += 1
     try:
         with storage.failures(uri):
@@ -361,7 +323,7 @@ def _known_latest(uri: str) -> int | None:
         # place, reading the new commits only (a listing from its version and a GET each),
         # instead of an open that replays the log from its checkpoint.
         global log_reads
-        with _count_lock:
+        with _log_reads_lock:
             log_reads += 1
         with storage.failures(uri):
             kept.update_incremental()
@@ -957,7 +919,7 @@ def write(uri: str, data: DataFrame | pa.Table, *, mode: Literal["append", "over
         write_deltalake(
             uri, table, mode=mode, schema_mode="overwrite" if mode == "overwrite" else None, storage_options=storage.options_for(uri)
         )
-    _crossed("commit")
+    faults.crossed("commit")
 
 
 def write_epoch(
@@ -1242,7 +1204,7 @@ def stage_files(
                 )
             )
     shutil.rmtree(staging, ignore_errors=True)
-    _crossed("files")
+    faults.crossed("files")
     return StagedFiles(actions, total, schema, partition_by)
 
 
@@ -1262,7 +1224,7 @@ def _stage_remote(uri: str, rows: DataFrame, schema: pa.Schema, *, partition_by:
         )
         for f in sorted(written, key=lambda f: f.path)
     ]
-    _crossed("files")
+    faults.crossed("files")
     return StagedFiles(actions, sum(f.rows for f in written), schema, partition_by)
 
 
@@ -1342,7 +1304,7 @@ def _attempt(uri: str, after: int | None, commit: Callable[[int | None], bool]) 
             raise _conflict(uri, after) from exc
         raise
     if committed:
-        _crossed("commit")
+        faults.crossed("commit")
 
 
 def _conflict(uri: str, after: int | None) -> CommitConflictError:

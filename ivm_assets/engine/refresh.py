@@ -45,6 +45,7 @@ from ivm_assets.sql.incrementalize import fingerprint, operators
 from ivm_assets.state.arrangement import FORMAT
 from ivm_assets.state.claim import ClaimSettings, hold
 from ivm_assets.state.progress import EpochRecord, Progress, ProgressState, now
+from ivm_assets.testing import faults
 from ivm_assets.zset import WEIGHT
 
 
@@ -125,7 +126,7 @@ def _refresh(
     full: bool,
     claim: ClaimSettings | None,
 ) -> RefreshResult:
-    began, log_reads_before, commits_before = time.perf_counter(), delta.log_reads, delta.commits_made()
+    began, log_reads_before, commits_before = time.perf_counter(), delta.log_reads, faults.commits_made()
     progress = Progress(where.progress)
     state = progress.read()
     unclaimed = state.claim is None or state.claim.expired()
@@ -190,7 +191,7 @@ def _refresh(
                 for uri in [where.progress, *(t.uri(where.state_root) for t in tables)]:
                     delta.clean_log(uri)
     stats["delta_log_reads"] = delta.log_reads - log_reads_before
-    stats["delta_commits"] = delta.commits_made() - commits_before  # claim and its release included
+    stats["delta_commits"] = faults.commits_made() - commits_before  # claim and its release included
     sources = {s: (r["from"], r["to"]) for s, r in record.payload["sources"].items()}
     return RefreshResult(
         view.name, record.mode, record.reason, record.epoch, sources, stats.get("rows_in", 0), stats.get("rows_out", 0),

@@ -29,7 +29,6 @@ re-raised with every secret value masked and without the client's exception chai
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -37,12 +36,12 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pyspark import TaskContext
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from ivm_assets.delta import storage
 from ivm_assets.errors import StorageError
+from ivm_assets.testing import faults
 
 # Rows a read yields per record batch (the Arrow batches Spark converts).
 _BATCH_ROWS = 65_536
@@ -57,11 +56,6 @@ CHANGE_WEIGHTS = {"insert": 1, "update_postimage": 1, "delete": -1, "update_prei
 # Partition values Spark writes as this folder name (Hive's), and which characters it escapes.
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 _ESCAPED = set('"#%\'*/:=?\\\x7f{[]^') | {chr(c) for c in range(0x20)}
-
-# Fault injection for the tests: with this variable set (in the environment Spark's Python
-# workers inherit), each write task's first attempt fails after writing its files, as a task
-# whose executor was lost would; Spark retries it where the master allows (``local[2,2]``).
-FAIL_FIRST_ATTEMPT = "IVM_FAIL_FIRST_WRITE_ATTEMPT"
 
 WRITTEN = pa.schema([("path", pa.string()), ("size", pa.int64()), ("rows", pa.int64()), ("partition", pa.string())])
 
@@ -302,8 +296,8 @@ class _FileWriter:
             raise
         except Exception as exc:
             raise self.store.error(exc, current.uri if current is not None else self.store.root) from None
-        if written and os.environ.get(FAIL_FIRST_ATTEMPT) and TaskContext.get().attemptNumber() == 0:
-            raise RuntimeError("simulated failure of a write task's first attempt, after its files were written")
+        if written:
+            faults.write_task_finished()  # the tests' hook: a lost executor after the files were written
         yield pa.RecordBatch.from_pylist(written, schema=WRITTEN)
 
     __name__ = "ivm_write_files"  # what Spark's plan shows of the function

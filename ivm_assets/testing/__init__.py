@@ -1,1 +1,1 @@
-"""Helpers for tests and benchmarks: TPC-H data and refresh batches."""
+"""Helpers for tests and benchmarks: TPC-H data and refresh batches, fault injection."""

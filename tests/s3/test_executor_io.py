@@ -253,14 +253,14 @@ def test_sigkill_mid_full_build_leaves_only_unreferenced_files_and_a_rerun_build
 def test_a_retried_write_task_leaves_its_first_attempts_files_out_of_the_commit(s3_project):
     """Each write task's first attempt fails after writing its files (Spark retries it: the
     child's master allows two attempts); the commit holds the files of one attempt per task."""
-    from ivm_assets.spark.executor_io import FAIL_FIRST_ATTEMPT
+    from ivm_assets.testing.faults import FAIL_FIRST_WRITE_ATTEMPT
     from ivm_assets.state.progress import Progress
     from tests.conftest import assert_oracle
 
     _shop(s3_project)
     s3_project.write_config()
     script = f"from ivm_assets import IvmProject; print(IvmProject.load({str(s3_project.root)!r}).refresh()[0].summary())"
-    env = {**os.environ, FAIL_FIRST_ATTEMPT: "1", "IVM_SPARK_MASTER": "local[2,2]"}
+    env = {**os.environ, FAIL_FIRST_WRITE_ATTEMPT: "1", "IVM_SPARK_MASTER": "local[2,2]"}
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0 and "full" in done.stdout, done.stderr[-3000:]
     assert "simulated failure of a write task" in done.stderr, "no attempt failed"
