@@ -40,6 +40,7 @@ from ivm_assets.operators.linear import FilterOp, ProjectOp, ScanOp, UnionAllOp
 from ivm_assets.operators.top_k import TopKOp
 from ivm_assets.spark.arrow import normalize_table
 from ivm_assets.sql.incrementalize import operators
+from ivm_assets.state import consolidate
 from ivm_assets.state.arrangement import UNHASHED, StateLayout, StateTable
 from ivm_assets.zset import BUCKET, WEIGHT
 
@@ -76,6 +77,11 @@ def _q(name: str) -> str:
 def _types(table: pa.Table) -> dict[str, SqlType]:
     """Column types for expression translation (weights and buckets are not columns)."""
     return {f.name: arrow_type(f.type) for f in table.schema if f.name not in (WEIGHT, BUCKET)}
+
+
+def _untranslatable(exc: duckdb.Error) -> Untranslatable:
+    """A DuckDB error (an overflow) as the reason the epoch runs in Spark instead."""
+    return Untranslatable(f"DuckDB could not compute it ({str(exc).splitlines()[0]})")
 
 
 def missing_rule(root: Operator) -> str | None:
@@ -129,19 +135,17 @@ class LocalEpoch:
         try:
             return self.con.sql(query).to_arrow_table()
         except duckdb.Error as exc:
-            raise Untranslatable(f"DuckDB could not compute it ({str(exc).splitlines()[0]})") from exc
+            raise _untranslatable(exc) from exc
         finally:
             for name in tables:
                 self.con.unregister(name)
 
     def consolidate(self, table: pa.Table, columns: tuple[str, ...]) -> pa.Table:
-        """Weights of identical rows summed, rows of weight 0 dropped. DuckDB groups as Spark
-        does: NULLs together, −0.0 with 0.0, every NaN with every NaN."""
-        if not columns:
-            return table
-        names = ", ".join(_q(c) for c in columns)
-        out = self.sql(f"SELECT {names}, CAST(sum({_q(WEIGHT)}) AS BIGINT) AS {_q(WEIGHT)} FROM t GROUP BY {names} HAVING sum({_q(WEIGHT)}) <> 0", t=table)
-        return out.cast(pa.schema([table.schema.field(c) for c in columns] + [pa.field(WEIGHT, pa.int64())]))
+        """``table`` consolidated on ``columns``, as :mod:`ivm_assets.state.consolidate` has it."""
+        try:
+            return consolidate.in_duckdb(self.con, table, columns)
+        except duckdb.Error as exc:
+            raise _untranslatable(exc) from exc
 
     # --- linear operators: Δout = op(Δin) -------------------------------------------------
     def visit_ScanOp(self, op: ScanOp) -> pa.Table:

@@ -23,7 +23,7 @@ from ivm_assets.delta.tables import Epoch
 from ivm_assets.spark.arrow import to_arrow, to_spark
 from ivm_assets.spark.cluster import keep_on_executors, release
 from ivm_assets.sql.plan import q
-from ivm_assets.zset import WEIGHT
+from ivm_assets.state.consolidate import in_spark as consolidate  # operators call it by its plain name
 
 
 @lru_cache(maxsize=4096)
@@ -42,14 +42,6 @@ def copies(count: Column) -> Column:
     alone would wrap a larger count around to a wrong, possibly negative, one."""
     too_many = F.raise_error(F.lit(f"a row with more than {MAX_COPIES} copies cannot be repeated in Spark"))
     return F.when(count <= MAX_COPIES, count.cast("int")).otherwise(too_many)
-
-
-def consolidate(df: DataFrame, columns: tuple[str, ...] | list[str]) -> DataFrame:
-    """Sum the weights of identical rows and drop rows whose weight is zero.
-
-    NULLs compare equal here (GROUP BY semantics), as multiset identity requires.
-    """
-    return df.groupBy(*[col(c) for c in columns]).agg(F.sum(col(WEIGHT)).alias(WEIGHT)).filter(col(WEIGHT) != 0)
 
 
 def input_change(ctx: EpochContext, op: Operator) -> DataFrame:

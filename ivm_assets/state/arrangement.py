@@ -34,9 +34,9 @@ from pyspark.sql import functions as F
 
 from ivm_assets.delta import tables as delta
 from ivm_assets.errors import RefreshError
-from ivm_assets.operators.base import Batch, EpochContext, col, consolidate, materialize, null_safe_match
+from ivm_assets.operators.base import Batch, EpochContext, col, materialize, null_safe_match
 from ivm_assets.spark.arrow import to_arrow, to_spark
-from ivm_assets.state import driver_rows
+from ivm_assets.state import consolidate, driver_rows
 from ivm_assets.sql.plan import q
 from ivm_assets.zset import BUCKET, EPOCH, WEIGHT
 
@@ -332,13 +332,13 @@ class StateTable:
         if read.table is None:
             return None
         if self.layout_kind == "zset":
-            return driver_rows.consolidated(read.table, self.columns, WEIGHT)
+            return consolidate.in_arrow(read.table, self.columns)
         return driver_rows.latest(read.table, self.keys, EPOCH)
 
     def current_rows(self, rows: DataFrame) -> DataFrame:
         """The logical content of raw state rows: consolidated z-set, or latest row per key."""
         if self.layout_kind == "zset":
-            return consolidate(rows, self.columns)
+            return consolidate.in_spark(rows, self.columns)
         if not self.keys:
             return rows.orderBy(F.col(EPOCH).desc()).limit(1)
         window = Window.partitionBy(*[col(k) for k in self.keys]).orderBy(F.col(EPOCH).desc())

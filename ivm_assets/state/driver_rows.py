@@ -1,5 +1,6 @@
-"""State rows read on the driver, finished there: exact key match, z-set consolidation and
-the latest row per key, computed with pyarrow on the few rows a small epoch touches.
+"""State rows read on the driver, finished there: exact key match, netting and the latest
+row per key, computed with pyarrow on the few rows a small epoch touches (consolidation, on
+these codes too, is :func:`ivm_assets.state.consolidate.in_arrow`).
 
 A state read on the driver enters the Spark plan as a local relation. Matching it to the
 touched keys or consolidating it in Spark costs a shuffle (a stage) each, for a few thousand
@@ -7,10 +8,11 @@ rows; done here, the plan starts from rows that are already current.
 
 Rows are compared through *codes*: each distinct tuple of values gets one int64 code, NULLs
 included (NULL equals NULL, as Spark's null-safe match and GROUP BY have it). Only types
-whose equality Arrow and Spark decide alike are coded here. Floating point is not (Spark
-treats -0.0 and 0.0, and all NaNs, as equal in joins and groups; Arrow's hashing need not),
-nor nested types, nor keys of two different types other than integers: for those every
-function returns None and the caller does the work in Spark, as before.
+whose equality Arrow and Spark decide alike are coded here. Floating point only bit for bit
+(``bitwise``): Spark treats −0.0 and 0.0, and all NaNs, as equal in joins and groups, which
+their bits tell apart until :func:`~ivm_assets.state.consolidate.normal_floats` normalises
+them. Nested types are not coded, nor keys of two different types other than integers: for
+those every function returns None and the caller does the work in Spark, as before.
 """
 
 from __future__ import annotations
@@ -19,8 +21,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 
-def _comparable(t: pa.DataType) -> bool:
-    return not (pa.types.is_floating(t) or pa.types.is_nested(t) or pa.types.is_dictionary(t) or pa.types.is_null(t))
+def coded(t: pa.DataType, *, bitwise: bool = False) -> bool:
+    """Whether :func:`tuple_codes` codes a column of type ``t`` (see the module doc)."""
+    if pa.types.is_floating(t):
+        return bitwise
+    return not (pa.types.is_nested(t) or pa.types.is_dictionary(t) or pa.types.is_null(t))
 
 
 def tuple_codes(parts: list[tuple[pa.Table, tuple[str, ...]]], *, bitwise: bool = False) -> list[pa.Array] | None:
@@ -44,7 +49,7 @@ def tuple_codes(parts: list[tuple[pa.Table, tuple[str, ...]]], *, bitwise: bool 
             if not all(pa.types.is_integer(t) for t in types):
                 return None
             arrays = [a.cast(pa.int64()) for a in arrays]
-        if not _comparable(arrays[0].type) and not (bitwise and pa.types.is_floating(arrays[0].type)):
+        if not coded(arrays[0].type, bitwise=bitwise):
             return None
         encoded = pc.dictionary_encode(pa.concat_arrays(arrays), null_encoding="encode")
         column = encoded.indices.cast(pa.int64())
@@ -75,14 +80,9 @@ def matching(rows: pa.Table, keys: tuple[str, ...], wanted: pa.Table, wanted_key
     return rows.filter(pc.is_in(codes[0], value_set=codes[1]))
 
 
-def consolidated(rows: pa.Table, columns: tuple[str, ...], weight: str) -> pa.Table | None:
-    """``rows`` (``columns`` plus ``weight``) with the weights of identical rows summed and
-    rows of weight zero dropped; None when some column type is not compared here."""
-    codes = tuple_codes([(rows, columns)])
-    return None if codes is None else _summed(rows, columns, weight, codes[0])
-
-
-def _summed(rows: pa.Table, columns: tuple[str, ...], weight: str, codes: pa.Array) -> pa.Table:
+def sum_weights(rows: pa.Table, columns: tuple[str, ...], weight: str, codes: pa.Array) -> pa.Table:
+    """``rows``' ``columns`` once per distinct code (the first row of it), with the sum of the
+    code's ``weight``s; codes whose sum is zero dropped."""
     sums = (
         pa.table({"code": codes, "w": rows.column(weight), "row": pa.array(range(rows.num_rows), pa.int64())})
         .group_by("code", use_threads=False)
@@ -90,7 +90,9 @@ def _summed(rows: pa.Table, columns: tuple[str, ...], weight: str, codes: pa.Arr
     )
     live = sums.filter(pc.not_equal(sums.column("w_sum"), 0))
     first = rows.select(list(columns)).take(live.column("row_min"))
-    return first.append_column(rows.schema.field(weight), live.column("w_sum").cast(rows.schema.field(weight).type))
+    # Built from arrays: a table without columns has no rows to append a column to.
+    field = rows.schema.field(weight)
+    return pa.Table.from_arrays([*first.columns, live.column("w_sum").cast(field.type)], schema=first.schema.append(field))
 
 
 def cancelled(rows: pa.Table, columns: tuple[str, ...], weight: str) -> pa.Table | None:
@@ -98,7 +100,7 @@ def cancelled(rows: pa.Table, columns: tuple[str, ...], weight: str) -> pa.Table
     dropped: a row deleted and inserted again unchanged cancels (see :func:`tuple_codes`'
     ``bitwise``); None when some column type is not coded here."""
     codes = tuple_codes([(rows, columns)], bitwise=True)
-    return None if codes is None else _summed(rows, columns, weight, codes[0])
+    return None if codes is None else sum_weights(rows, columns, weight, codes[0])
 
 
 def latest(rows: pa.Table, keys: tuple[str, ...], epoch: str) -> pa.Table | None:

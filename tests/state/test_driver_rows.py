@@ -1,5 +1,6 @@
-"""State rows finished on the driver: the same rows Spark's null-safe match, GROUP BY
-consolidation and latest-row window give, or None where Arrow and Spark could disagree."""
+"""State rows finished on the driver: the same rows Spark's null-safe match and latest-row
+window give, or None where Arrow and Spark could disagree (consolidation on the driver:
+tests/state/test_consolidate.py)."""
 
 from __future__ import annotations
 
@@ -33,25 +34,6 @@ def test_matching_leaves_floats_and_mixed_types_to_spark():
     ints = pa.table({"k": pa.array([1], pa.int64()), "w": pa.array([1], pa.int64())})
     decimals = pa.table({"k": pa.array([Decimal("1.0")], pa.decimal128(10, 1))})
     assert driver_rows.matching(ints, ("k",), decimals, ("k",)) is None
-
-
-def test_consolidated_sums_weights_of_identical_rows_and_drops_zeros():
-    rows = pa.table({
-        "k": pa.array([1, 1, 1, 2, None, None, 3], pa.int64()),
-        "s": pa.array(["a", "a", "b", "a", None, None, "c"]),
-        "w": pa.array([1, 2, 1, 1, 1, 1, 1], pa.int64()),
-    })
-    rows = pa.concat_tables([rows, pa.table({"k": pa.array([2, 3], pa.int64()), "s": ["a", "c"], "w": pa.array([-1, -2], pa.int64())})])
-    done = driver_rows.consolidated(rows, ("k", "s"), "w")
-    assert done.column_names == ["k", "s", "w"]
-    assert _rows(done) == sorted([(1, "a", 3), (1, "b", 1), (None, None, 2), (3, "c", -1)], key=repr)
-
-
-def test_consolidated_without_rows_or_with_a_float_column():
-    empty = pa.table({"k": pa.array([], pa.int64()), "w": pa.array([], pa.int64())})
-    assert driver_rows.consolidated(empty, ("k",), "w").num_rows == 0
-    floats = pa.table({"x": pa.array([0.0, -0.0]), "w": pa.array([1, -1], pa.int64())})
-    assert driver_rows.consolidated(floats, ("x",), "w") is None
 
 
 def test_cancelled_nets_bitwise_identical_rows_floats_included():

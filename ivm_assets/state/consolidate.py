@@ -1,0 +1,151 @@
+"""Consolidation: a change set brought to its normal form, one rule for every engine.
+
+A change set is a z-set: rows plus a BIGINT weight ``__w``. Consolidating it sums the
+weights of identical rows and drops the rows whose weight is then 0. **The rule** (Spark's
+GROUP BY is the reference; every implementation below gives the same rows and types):
+
+- two rows are identical when each column is: NULL equals NULL; in DOUBLE and FLOAT
+  columns −0.0 equals 0.0 and every NaN equals every other NaN (whatever its bits); other
+  values by their type's equality (strings by their bytes: ``'a' <> 'a '``);
+- the output carries normal float values (:func:`normal_floats`): 0.0, never −0.0, and one
+  NaN, the canonical quiet NaN (Java's ``Double.NaN`` and ``Float.NaN``);
+- weights are summed as BIGINT; a sum past its range is an error (Spark under ANSI, DuckDB),
+  never a wrapped value; rows whose sum is 0 are dropped;
+- the output is the ``columns`` in their order, then ``__w``, each of the input's type;
+  with no columns, it is one row holding the total weight, or none when that is 0.
+
+Implementations: :func:`in_spark` (DataFrames), :func:`in_duckdb` (Arrow tables in a DuckDB
+connection, :func:`duckdb_sql` its query) and :func:`in_arrow` (Arrow on the driver, for
+the types it compares). ``tests/state/test_consolidate.py`` holds them to equal output.
+
+Not this rule: :func:`ivm_assets.state.driver_rows.cancelled` nets only *bitwise* identical
+rows of a source's change feed (a row deleted and inserted again unchanged), so that a
+change from −0.0 to 0.0 still reaches the operators.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from ivm_assets.sql.plan import q
+from ivm_assets.state import driver_rows
+from ivm_assets.zset import WEIGHT
+
+if TYPE_CHECKING:
+    import duckdb
+
+__all__ = ["duckdb_sql", "in_arrow", "in_duckdb", "in_spark", "normal_floats", "normal_rows", "output_schema"]
+
+
+def normal_floats(values: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """``values`` with −0.0 as 0.0 and every NaN as the canonical one (floating point; other
+    types as they are): equal under the rule is then equal bit for bit.
+
+    >>> normal_floats(pa.array([-0.0, float("-nan"), None, 1.5])).to_pylist()
+    [0.0, nan, None, 1.5]
+    """
+    if not pa.types.is_floating(values.type):
+        return values
+    zero, nan = pa.scalar(0.0, values.type), pa.scalar(float("nan"), values.type)
+    values = pc.if_else(pc.equal(values, zero), zero, values)
+    return pc.if_else(pc.is_nan(values), nan, values)
+
+
+def normal_rows(table: pa.Table) -> pa.Table:
+    """``table`` with :func:`normal_floats` in every column."""
+    for i, field in enumerate(table.schema):
+        if pa.types.is_floating(field.type):
+            table = table.set_column(i, field, normal_floats(table.column(i)))
+    return table
+
+
+def output_schema(schema: pa.Schema, columns: tuple[str, ...] | list[str]) -> pa.Schema:
+    """The schema of a consolidated change set of ``columns`` taken from ``schema``."""
+    return pa.schema([schema.field(c) for c in columns] + [pa.field(WEIGHT, pa.int64())])
+
+
+def in_spark(df: DataFrame, columns: tuple[str, ...] | list[str]) -> DataFrame:
+    """``df`` consolidated on ``columns`` (see the module doc), in Spark.
+
+    Spark's GROUP BY is the rule: its optimizer (NormalizeFloatingNumbers) groups by −0.0 as
+    0.0 and every NaN as the canonical one, and outputs those values; SUM of a BIGINT is a
+    BIGINT and raises on overflow under ANSI (ivm's sessions run with ANSI on). A global
+    SUM over no rows is NULL, which the filter drops as it drops 0.
+    """
+    return df.groupBy(*[F.col(q(c)) for c in columns]).agg(F.sum(F.col(WEIGHT)).alias(WEIGHT)).filter(F.col(WEIGHT) != 0)
+
+
+def duckdb_sql(columns: tuple[str, ...] | list[str], schema: pa.Schema, relation: str) -> str:
+    """The DuckDB query that consolidates the Arrow table registered as ``relation``
+    (``schema``) on ``columns``; its output is cast to :func:`output_schema` afterwards.
+
+    DuckDB groups −0.0 with 0.0 and NaNs together, but outputs the first value it saw of a
+    group (−0.0, or a NaN of other bits): float columns are normalised before grouping.
+    SUM of a BIGINT is a HUGEINT there; the cast back raises past BIGINT's range.
+
+    >>> print(duckdb_sql(["k", "x"], pa.schema([("k", pa.int64()), ("x", pa.float32()), ("__w", pa.int64())]), "t"))
+    SELECT "k", "x", CAST(sum("__w") AS BIGINT) AS "__w"
+    FROM (SELECT "k", CASE WHEN isnan("x") THEN CAST('NaN' AS FLOAT) WHEN "x" = 0 THEN CAST(0 AS FLOAT) ELSE "x" END AS "x", "__w" FROM t)
+    GROUP BY "k", "x" HAVING sum("__w") <> 0
+    """
+    names = [_quoted(c) for c in columns]
+    normal = [_normal_sql(name, schema.field(c).type) for c, name in zip(columns, names)]
+    w = _quoted(WEIGHT)
+    inner = f"SELECT {', '.join([*normal, w])} FROM {relation}"
+    grouped = f" GROUP BY {', '.join(names)}" if names else ""
+    return f"SELECT {', '.join([*names, f'CAST(sum({w}) AS BIGINT) AS {w}'])} FROM ({inner}){grouped} HAVING sum({w}) <> 0"
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _normal_sql(name: str, t: pa.DataType) -> str:
+    if not pa.types.is_floating(t):
+        return name
+    sql_type = "FLOAT" if pa.types.is_float32(t) else "DOUBLE"
+    return (
+        f"CASE WHEN isnan({name}) THEN CAST('NaN' AS {sql_type}) WHEN {name} = 0 THEN CAST(0 AS {sql_type}) "
+        f"ELSE {name} END AS {name}"
+    )
+
+
+def in_duckdb(con: duckdb.DuckDBPyConnection, table: pa.Table, columns: tuple[str, ...] | list[str]) -> pa.Table:
+    """``table`` consolidated on ``columns`` (see the module doc) by DuckDB on ``con``;
+    raises DuckDB's error when a weight sum overflows."""
+    relation = "__ivm_consolidate"
+    con.register(relation, table)
+    try:
+        out = con.sql(duckdb_sql(columns, table.schema, relation)).to_arrow_table()
+    finally:
+        con.unregister(relation)
+    # DuckDB's own types (a TIMESTAMP WITH TIME ZONE in the connection's zone, its strings)
+    # back to the input's.
+    return out.cast(output_schema(table.schema, columns))
+
+
+def in_arrow(rows: pa.Table, columns: tuple[str, ...] | list[str]) -> pa.Table | None:
+    """``rows`` consolidated on ``columns`` (see the module doc) with pyarrow, on the driver;
+    None when a column's type is not compared here (nested, dictionary, NULL-typed: see
+    :func:`~ivm_assets.state.driver_rows.tuple_codes`) or a weight sum might overflow (Arrow
+    would wrap it): the caller consolidates in Spark instead.
+
+    >>> t = pa.table({"x": [0.0, -0.0, None, None], "__w": pa.array([1, 1, 2, -2], pa.int64())})
+    >>> in_arrow(t, ["x"]).to_pylist()
+    [{'x': 0.0, '__w': 2}]
+    """
+    columns = tuple(columns)
+    weights = rows.column(WEIGHT).cast(pa.int64())
+    if rows.num_rows:
+        low, high = (v.as_py() for v in pc.min_max(weights).values())
+        if max(-low, high) * rows.num_rows >= 2**63:
+            return None
+    # Normal floats make the rule's equality bitwise equality, which Arrow's hashing is.
+    normal = normal_rows(rows.select(list(columns))).append_column(pa.field(WEIGHT, pa.int64()), weights)
+    codes = driver_rows.tuple_codes([(normal, columns)], bitwise=True)
+    return None if codes is None else driver_rows.sum_weights(normal, columns, WEIGHT, codes[0])
