@@ -17,7 +17,8 @@ from pyspark.sql import types as T
 
 from ivm_assets.delta import tables as delta
 from ivm_assets.delta.tables import Epoch
-from ivm_assets.operators.base import Batch, col, consolidate, copies, null_safe_match
+from ivm_assets.operators.base import Batch, col, copies, null_safe_match
+from ivm_assets.state import consolidate, driver_rows
 from ivm_assets.state.arrangement import DRIVER_READ_BYTES, LARGE_READ_BYTES
 from ivm_assets.spark.arrow import to_arrow
 from ivm_assets.zset import WEIGHT
@@ -27,7 +28,7 @@ _OP, _COPY = "__ivm_op", "__ivm_copy"
 
 def shape(change: DataFrame, internal: tuple[str, ...], schema: T.StructType) -> DataFrame:
     """The root operator's change set with the view's column names and Spark's types."""
-    return consolidate(
+    return consolidate.in_spark(
         change.select(*[col(c).cast(f.dataType).alias(f.name) for c, f in zip(internal, schema.fields)], col(WEIGHT)),
         tuple(schema.names),
     )
@@ -54,9 +55,10 @@ def apply_change(uri: str, change: Batch, schema: T.StructType, epoch: Epoch, *,
         snap = delta.snapshot_files(uri, version=output_version)
         if snap.bytes <= DRIVER_READ_BYTES and snap.plain_parquet:
             source = _bag_change_on_driver(change.table, names, snap)
-            if source.num_rows:
-                delta.apply_bag_change(uri, source, columns=names, epoch=epoch, after=output_version)
-            return
+            if source is not None:
+                if source.num_rows:
+                    delta.apply_bag_change(uri, source, columns=names, epoch=epoch, after=output_version)
+                return
     rows = change.df
     losing = rows.filter(col(WEIGHT) < 0)
     if _has_losses(change):
@@ -82,28 +84,18 @@ def apply_change(uri: str, change: Batch, schema: T.StructType, epoch: Epoch, *,
         delta.apply_bag_change(uri, source, columns=names, epoch=epoch, after=output_version)
 
 
-def _bag_change_on_driver(change: pa.Table, names: list[str], snap: delta.SnapshotFiles) -> pa.Table:
+def _bag_change_on_driver(change: pa.Table, names: list[str], snap: delta.SnapshotFiles) -> pa.Table | None:
     """:func:`apply_change`'s MERGE source computed with Arrow on the driver (small changes,
-    small outputs): no Spark job. Old counts come from the output rows whose first column
-    is among the losing rows' (read by pyarrow), matched on every column with NULL = NULL
-    and NaN = NaN, as the Spark path and the MERGE compare them."""
-    weights = change.column(WEIGHT).to_pylist()
-    keys = [_row_key(r) for r in change.select(names).to_pylist()]
-    losing = [i for i, w in enumerate(weights) if w < 0]
-    old: dict[tuple, int] = {}
-    if losing:
-        first = names[0]
-        present = delta.read_files_arrow(snap, key=first, values=change.column(first).take(pa.array(losing, pa.int64())))
-        wanted = {keys[i] for i in losing}
-        for row in present.select(names).to_pylist():
-            key = _row_key(row)
-            if key in wanted:
-                old[key] = old.get(key, 0) + 1
+    small outputs): no Spark job. None when the rows' types are not compared on the driver
+    (the Spark path runs instead)."""
+    old = _old_copies(change, names, snap)
+    if old is None:
+        return None
     take: list[int] = []  # row index, once per MERGE source row
     ops: list[str] = []
     copies: list[int] = []
-    for i, (w, key) in enumerate(zip(weights, keys)):
-        keep = max(old.get(key, 0) + w, 0) if w < 0 else w
+    for i, (w, before) in enumerate(zip(change.column(WEIGHT).to_pylist(), old)):
+        keep = max(before + w, 0) if w < 0 else w
         if w < 0:
             take.append(i)
             ops.append("del")
@@ -115,9 +107,34 @@ def _bag_change_on_driver(change: pa.Table, names: list[str], snap: delta.Snapsh
     return rows.append_column(_OP, pa.array(ops, pa.string())).append_column(_COPY, pa.array(copies, pa.int64()))
 
 
-def _row_key(row: dict) -> tuple:
-    """A row as a hashable key where NaN equals NaN (as in Spark's comparisons)."""
-    return tuple("NaN" if isinstance(v, float) and v != v else v for v in row.values())
+def _old_copies(change: pa.Table, names: list[str], snap: delta.SnapshotFiles) -> list[int] | None:
+    """Per row of ``change``, its copies in the output (``snap``) when it loses copies, else 0;
+    None when the rows' types are not compared on the driver.
+
+    The output rows whose first column is among the losing rows' (read by pyarrow) are
+    consolidated (:mod:`ivm_assets.state.consolidate`: NULL = NULL, −0.0 = 0.0, NaN = NaN, as
+    the Spark path compares them) into one row per value with its count of copies.
+    """
+    losing = pc.less(change.column(WEIGHT), 0)
+    if not pc.any(losing).as_py():
+        return [0] * change.num_rows
+    if not all(driver_rows.coded(change.schema.field(n).type, bitwise=True) for n in names):
+        return None
+    present = delta.read_files_arrow(snap, key=names[0], values=change.column(names[0]).filter(losing)).select(names)
+    wanted = pa.schema([pa.field(n, change.schema.field(n).type) for n in names])
+    try:
+        present = present.cast(wanted)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    counts = consolidate.in_arrow(present.append_column(WEIGHT, pa.array([1] * present.num_rows, pa.int64())), names)
+    codes = None if counts is None else driver_rows.tuple_codes(
+        [(consolidate.normal_rows(change.select(names)), tuple(names)), (counts, tuple(names))], bitwise=True
+    )
+    if codes is None:
+        return None
+    found = pc.index_in(codes[0], value_set=codes[1])
+    old = pc.fill_null(counts.column(WEIGHT).take(found), 0)
+    return pc.if_else(losing, old, 0).to_pylist()
 
 
 def _has_losses(change: Batch) -> bool:
