@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ivm_assets.delta import tables as delta  # noqa: E402
+from ivm_assets.delta.write import update_rows  # noqa: E402
 from ivm_assets.spark.connect import start_server, stop_server  # noqa: E402
 from tests.dagster.dagster_dev import DagsterDev, start_dagster_dev  # noqa: E402
 from tests.spark.connect_server import free_port  # noqa: E402
@@ -72,7 +72,7 @@ def one_row_change(demo: Path, step: int) -> float:
     """Flip one order's status (one Delta commit); returns the commit time."""
     orders = str(demo / "sources" / "orders")
     status = "paid" if step % 2 else "placed"
-    delta.update_rows(orders, set_sql={"status": f"'{status}'"}, predicate="order_id = 1")
+    update_rows(orders, set_sql={"status": f"'{status}'"}, predicate="order_id = 1")
     return time.time()
 
 

@@ -58,7 +58,8 @@ def _one_line(spark, sources: dict[str, str], step: int) -> None:
     view that reads lineitem's rows of that order)."""
     from pyspark.sql import functions as F
 
-    from ivm_assets.delta.tables import read_snapshot, write
+    from ivm_assets.delta.read import read_snapshot
+    from ivm_assets.delta.write import write
 
     line = read_snapshot(spark, sources["lineitem"]).orderBy("l_orderkey").limit(1)
     write(sources["lineitem"], line.withColumn("l_linenumber", F.lit(100 + step).cast("int")).toArrow(), mode="append")

@@ -33,14 +33,21 @@ sys.path.insert(0, str(HERE))
 
 import tpch_refresh as bench  # noqa: E402
 
-import ivm_assets.delta.tables as delta  # noqa: E402
+from ivm_assets.delta import (  # noqa: E402
+    change_files, commit, handles, log, maintenance, read, row_groups, snapshot, staging, write,
+)
 from ivm_assets.spark.session import get_spark, stop_spark  # noqa: E402
 
 
+# The Delta modules a log open is made through, and those of them that call open_table.
+DELTA_IO = (commit, handles, log, maintenance, read, row_groups, snapshot, staging, write)
+OPENERS = [m for m in (change_files, *DELTA_IO) if hasattr(m, "open_table")]
+
+
 def _caller() -> str:
-    """The first frame outside the delta module that led to a log open."""
+    """The first frame outside the Delta modules that led to a log open."""
     for frame in reversed(traceback.extract_stack()[:-3]):
-        if not frame.filename.endswith("delta/tables.py"):
+        if frame.filename not in {m.__file__ for m in DELTA_IO}:
             return f"{Path(frame.filename).name}:{frame.lineno} {frame.name}"
     return "?"
 
@@ -84,13 +91,14 @@ def main() -> None:
     views = args.views.split(",")
 
     opens: collections.Counter[tuple[str, str]] = collections.Counter()
-    original = delta.open_table
+    original = handles.open_table
 
     def counted(uri: str, version: int | None = None):
         opens[(Path(uri).name, "latest" if version is None else "at version", _caller())] += 1
         return original(uri, version)
 
-    delta.open_table = counted
+    for module in OPENERS:
+        module.open_table = counted
     py4j_calls: collections.Counter[str] = collections.Counter()
     py4j_seconds: collections.Counter[str] = collections.Counter()
     _count_py4j(py4j_calls, py4j_seconds)

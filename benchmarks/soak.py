@@ -26,7 +26,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from ivm_assets.delta import tables as delta  # noqa: E402
+from ivm_assets.delta.handles import latest_version  # noqa: E402
+from ivm_assets.delta.snapshot import file_count, row_count  # noqa: E402
 from ivm_assets.demo import apply_demo_changes, create_demo_project  # noqa: E402
 from ivm_assets.engine.oracle import check_view  # noqa: E402
 from ivm_assets.project import IvmProject  # noqa: E402
@@ -51,7 +52,7 @@ def _log_length(table: Path) -> int:
 def _source_rows(root: Path) -> dict[str, int | None]:
     """Rows of each demo source table now (from the Delta log's statistics)."""
     sources = root / "sources"
-    return {p.name: delta.row_count(str(p), delta.latest_version(str(p))) for p in sorted(sources.iterdir()) if (p / "_delta_log").exists()}
+    return {p.name: row_count(str(p), latest_version(str(p))) for p in sorted(sources.iterdir()) if (p / "_delta_log").exists()}
 
 
 def _n(rows: int | None) -> str:
@@ -93,7 +94,7 @@ def main() -> None:
                 print(f"epoch {epoch}: {time.perf_counter() - started:.0f} s", flush=True)
         oracle = {view: check_view(project, view).ok for view in project.order}
         source_rows["end"] = _source_rows(root)
-        tables = {name: (delta.file_count(str(path)), delta.latest_version(str(path)) + 1, _log_length(path)) for name, path in _tables(root).items()}
+        tables = {name: (file_count(str(path)), latest_version(str(path)) + 1, _log_length(path)) for name, path in _tables(root).items()}
     finally:
         stop_spark()
 

@@ -54,7 +54,8 @@ from pyspark.sql import functions as F  # noqa: E402
 from pyspark.sql import types as T  # noqa: E402
 
 from ivm_assets import IvmProject, RefreshResult  # noqa: E402
-from ivm_assets.delta.tables import read_snapshot, write  # noqa: E402
+from ivm_assets.delta.read import read_snapshot  # noqa: E402
+from ivm_assets.delta.write import write  # noqa: E402
 from ivm_assets.errors import SourceError  # noqa: E402
 from ivm_assets.spark.session import get_spark, stop_spark  # noqa: E402
 from ivm_assets.testing import faults  # noqa: E402

@@ -7,6 +7,8 @@ refreshes again (incrementally), and checks every view against a recompute.
 
 from __future__ import annotations
 
+from ivm_assets.delta.read import read_small
+from ivm_assets.delta.write import create_table, delete_rows, update_rows, write
 import random
 import shutil
 from datetime import date, timedelta
@@ -15,7 +17,6 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from ivm_assets.delta import tables as delta
 
 VIEWS = {
     "revenue_by_region_day": """\
@@ -124,7 +125,7 @@ def create_demo_project(folder: str | Path, *, customers: int = 2000, products: 
     order_table, line_table = _orders(range(1, orders + 1), customers, product_table, rng)
     tables = {"customers": _customers(customers, rng), "products": product_table, "orders": order_table, "order_lines": line_table}
     for name, table in tables.items():
-        delta.create_table(str(root / "sources" / name), table)
+        create_table(str(root / "sources" / name), table)
     for name, sql in VIEWS.items():
         (root / "views" / f"{name}.sql").write_text(sql)
     sources = "\n".join(f"  {name}: sources/{name}" for name in tables)
@@ -146,19 +147,19 @@ def apply_demo_changes(folder: str | Path, *, seed: int = 1, new_orders: int = 2
     root = Path(folder).resolve()
     rng = random.Random(seed)
     orders_uri, lines_uri = str(root / "sources" / "orders"), str(root / "sources" / "order_lines")
-    products = delta.read_small(str(root / "sources" / "products"))
-    existing = delta.read_small(orders_uri).column("order_id").to_pylist()
-    customers = delta.read_small(str(root / "sources" / "customers")).num_rows
+    products = read_small(str(root / "sources" / "products"))
+    existing = read_small(orders_uri).column("order_id").to_pylist()
+    customers = read_small(str(root / "sources" / "customers")).num_rows
     first = max(existing) + 1
     new, new_lines = _orders(range(first, first + new_orders), customers, products, rng)
-    delta.write(orders_uri, new, mode="append")
-    delta.write(lines_uri, new_lines, mode="append")
+    write(orders_uri, new, mode="append")
+    write(lines_uri, new_lines, mode="append")
     moved = rng.sample(existing, status_changes)
-    delta.update_rows(orders_uri, set_sql={"status": "'shipped'"}, predicate=f"order_id IN ({', '.join(map(str, moved))})")
+    update_rows(orders_uri, set_sql={"status": "'shipped'"}, predicate=f"order_id IN ({', '.join(map(str, moved))})")
     gone = rng.sample([o for o in existing if o not in set(moved)], deletions)
     predicate = f"order_id IN ({', '.join(map(str, gone))})"
-    delta.delete_rows(lines_uri, predicate)
-    delta.delete_rows(orders_uri, predicate)
+    delete_rows(lines_uri, predicate)
+    delete_rows(orders_uri, predicate)
     return f"{new_orders} new orders ({new_lines.num_rows} lines), {status_changes} orders shipped, {deletions} orders deleted"
 
 

@@ -257,14 +257,15 @@ def check_sources(project: IvmProject) -> Iterator[CheckResult]:
 
 
 def _check_source(label: str, uri: str) -> CheckResult:
-    from ivm_assets.delta import tables as delta
+    from ivm_assets.delta.handles import is_delta_table, latest_version
+    from ivm_assets.delta.log import change_feed_enabled
 
     try:
-        if not delta.is_delta_table(uri):
+        if not is_delta_table(uri):
             return CheckResult(label, "FAIL", f"no Delta table at {uri}",
                                "check the path in ivm.yaml (relative to the project folder), or create the table first")
-        version = delta.latest_version(uri)
-        cdf = delta.change_feed_enabled(uri)
+        version = latest_version(uri)
+        cdf = change_feed_enabled(uri)
     except Exception as exc:  # an unreadable table (permissions, storage errors) is the finding
         return CheckResult(label, "FAIL", f"cannot read the Delta table at {uri}: {_first_line(exc)}",
                            "check the path and that this user can read it")
@@ -280,7 +281,7 @@ def _check_source(label: str, uri: str) -> CheckResult:
 def check_warehouse(project: IvmProject) -> CheckResult:
     """Create and remove a folder in the warehouse (or, before the first refresh creates the
     warehouse, in the nearest folder above it that exists)."""
-    from ivm_assets.delta.tables import is_local
+    from ivm_assets.delta.storage import is_local
 
     warehouse = project.warehouse
     if not is_local(warehouse):

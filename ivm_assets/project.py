@@ -20,7 +20,9 @@ from pyspark.sql import types as T
 
 from ivm_assets.config import ProjectConfig, SourceSettings, ViewSettings, case_collisions, load_config, name_problem, resolve_options
 from ivm_assets.delta import storage
-from ivm_assets.delta import tables as delta
+from ivm_assets.delta.handles import HandleBlock, is_delta_table, latest_version, reusing_handles
+from ivm_assets.delta.log import change_feed_enabled
+from ivm_assets.delta.snapshot import arrow_schema
 from ivm_assets.engine.compile import CompiledView, ViewDefinition, compile_key, compile_view
 from ivm_assets.engine.cost import estimate
 from ivm_assets.engine.explain import explain_view
@@ -292,14 +294,14 @@ class IvmProject:
     # --- compiling ------------------------------------------------------------------------
     def _source_schema(self, name: str, reader: ViewDefinition) -> T.StructType:
         uri = self.sources[name]
-        if not delta.is_delta_table(uri):
+        if not is_delta_table(uri):
             raise SourceError(
                 f"source `{name}` in {self.root / 'ivm.yaml'} (read by view {reader.name!r}, {reader.file}): "
                 f"expected a Delta table at {uri}, found "
                 f"{'a folder without a _delta_log' if os.path.isdir(uri) else 'nothing'}. "
                 "Point it at a Delta table (a folder with _delta_log/)."
             )
-        return spark_schema(delta.arrow_schema(uri))
+        return spark_schema(arrow_schema(uri))
 
     def _check_change_feeds(self, view: ViewDefinition) -> None:
         """Under ``refresh: incremental`` every source must have its change data feed on
@@ -308,7 +310,7 @@ class IvmProject:
         if view.settings.refresh != "incremental":
             return
         for name in view.dependencies:
-            if name in self.sources and not delta.change_feed_enabled(self.sources[name]):
+            if name in self.sources and not change_feed_enabled(self.sources[name]):
                 raise NotIncrementalError(
                     f"`refresh: incremental` is set but source `{name}` ({self.sources[name]}) has no change data feed, "
                     "so the view could only be maintained by full recompute",
@@ -393,9 +395,9 @@ class IvmProject:
         # once), not held across the yields: the caller's code runs there.
         self._check_placement()
         self._executor_io()
-        handles = delta.HandleBlock()
+        handles = HandleBlock()
         try:
-            with delta.reusing_handles(handles):
+            with reusing_handles(handles):
                 compiled = self.compile(views)
                 for view in compiled.values():
                     self._check_change_feeds(view.definition)
@@ -407,7 +409,7 @@ class IvmProject:
                 if name not in compiled or (not upstream and name not in selected):
                     continue
                 relations = {d: self.relation_uri(d) for d in compiled[name].definition.dependencies}
-                with delta.reusing_handles(handles):
+                with reusing_handles(handles):
                     result = refresh_view(
                         self._spark, compiled[name], where=self.location(name), relations=relations,
                         buckets=self.config.state_buckets, full=full and name in selected, claim=claim,
@@ -418,7 +420,7 @@ class IvmProject:
 
     def explain(self, view: str) -> str:
         """The view's incremental dataflow: operators, state tables, per-construct status."""
-        with delta.reusing_handles():  # each table's log read once (on an object store, a listing and reads each)
+        with reusing_handles():  # each table's log read once (on an object store, a listing and reads each)
             return self._explain(view)
 
     def _explain(self, view: str) -> str:
@@ -428,14 +430,14 @@ class IvmProject:
         pending = None
         if last is not None and compiled.root is not None:
             ranges = {
-                name: (s["to"], delta.latest_version(self.relation_uri(name))) for name, s in last.payload["sources"].items()
+                name: (s["to"], latest_version(self.relation_uri(name))) for name, s in last.payload["sources"].items()
             }
             pending = estimate({name: self.relation_uri(name) for name in ranges}, ranges)
         return explain_view(compiled, where, pending)
 
     def status(self) -> list[ViewStatus]:
         """Per view: last epoch, its mode and reason, and which sources moved since."""
-        with delta.reusing_handles():
+        with reusing_handles():
             return self._status()
 
     def _status(self) -> list[ViewStatus]:
@@ -453,10 +455,10 @@ class IvmProject:
             pending = {}
             for source, version in consumed.items():
                 uri = self.relation_uri(source)
-                now = delta.latest_version(uri) if delta.is_delta_table(uri) else version
+                now = latest_version(uri) if is_delta_table(uri) else version
                 if now != version:
                     pending[source] = (version, now)
-            out_version = delta.latest_version(where.output) if delta.is_delta_table(where.output) else None
+            out_version = latest_version(where.output) if is_delta_table(where.output) else None
             out.append(
                 ViewStatus(name, latest.epoch, latest.mode, latest.reason, consumed, out_version, pending, state.started is not None, busy)
             )

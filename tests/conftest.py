@@ -36,12 +36,12 @@ class ProjectBuilder:
         (root / "views").mkdir(parents=True, exist_ok=True)
 
     def source(self, name: str, table: pa.Table | dict, *, cdf: bool = True) -> str:
-        from ivm_assets.delta import tables as delta
+        from ivm_assets.delta.write import create_table
 
         table = table if isinstance(table, pa.Table) else pa.table(table)
         uri = str(self.root / "sources" / name)
         if cdf:
-            delta.create_table(uri, table)
+            create_table(uri, table)
         else:
             from deltalake import write_deltalake
 
@@ -109,7 +109,7 @@ def assert_oracle(project, views=None, *, as_written: bool = False) -> None:
 
 def output_rows(project, view: str) -> list[tuple]:
     """The view's output table as a sorted list of tuples (None sorts first)."""
-    from ivm_assets.delta import tables as delta
+    from ivm_assets.delta.read import read_snapshot
 
-    rows = delta.read_snapshot(project.spark, project.location(view).output).collect()
+    rows = read_snapshot(project.spark, project.location(view).output).collect()
     return sorted((tuple(r) for r in rows), key=lambda t: tuple((v is not None, v) for v in t))

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import itertools
 
+from ivm_assets.delta.write import delete_rows, update_rows, write
 import pyarrow as pa
 from hypothesis import strategies as st
 
-from ivm_assets.delta import tables as delta
 
 SCHEMA = pa.schema([("id", pa.int64()), ("k", pa.int64()), ("v", pa.int64()), ("x", pa.float64()), ("s", pa.string())])
 
@@ -30,11 +30,11 @@ def apply_random_batch(data, uri: str, ids: itertools.count, live: list[int]) ->
         if kind == "insert":
             row = {"id": next(ids), "k": data.draw(keys), "v": data.draw(values), "x": data.draw(floats), "s": data.draw(strings)}
             copies = data.draw(st.integers(1, 2), label="copies")  # identical rows: bag semantics
-            delta.write(uri, pa.Table.from_pylist([row] * copies, schema=SCHEMA), mode="append")
+            write(uri, pa.Table.from_pylist([row] * copies, schema=SCHEMA), mode="append")
             live.append(row["id"])
         elif kind == "delete":
             victim = data.draw(st.sampled_from(live), label="delete id")
-            delta.delete_rows(uri, f"id = {victim}")
+            delete_rows(uri, f"id = {victim}")
             live.remove(victim)
         else:
             target = data.draw(st.sampled_from(live), label="update id")
@@ -45,4 +45,4 @@ def apply_random_batch(data, uri: str, ids: itertools.count, live: list[int]) ->
                 ),
                 label="update",
             )
-            delta.update_rows(uri, set_sql={column: value}, predicate=f"id = {target}")
+            update_rows(uri, set_sql={column: value}, predicate=f"id = {target}")

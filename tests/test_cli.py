@@ -6,6 +6,7 @@ error exits run against it (or against a broken copy) with one subprocess each.
 
 from __future__ import annotations
 
+from ivm_assets.delta.write import delete_rows, write
 import shutil
 import subprocess
 import sys
@@ -15,7 +16,6 @@ import pyarrow as pa
 import pytest
 from tests.conftest import ProjectBuilder
 
-from ivm_assets.delta import tables as delta
 
 pytestmark = pytest.mark.slow
 
@@ -47,8 +47,8 @@ def project(tmp_path_factory):
     """The project after `ivm refresh` (first build), a source change, and `ivm refresh` again."""
     builder = _project(tmp_path_factory.mktemp("cli") / "shop")
     first = ivm("refresh", "--project", str(builder.root))
-    delta.write(builder.uri("orders"), pa.table({"id": [4], "cust": [2], "amount": [40]}), mode="append")
-    delta.delete_rows(builder.uri("orders"), "id = 1")
+    write(builder.uri("orders"), pa.table({"id": [4], "cust": [2], "amount": [40]}), mode="append")
+    delete_rows(builder.uri("orders"), "id = 1")
     second = ivm("refresh", "--project", str(builder.root))
     return builder.root, first, second
 

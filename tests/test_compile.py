@@ -6,7 +6,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from ivm_assets import IvmProject
-from ivm_assets.delta import tables as delta
+from ivm_assets.delta.write import write
 from tests.conftest import assert_oracle
 
 
@@ -23,7 +23,7 @@ def test_a_later_project_compiles_from_the_record_without_spark(builder):
     builder.view("n", "SELECT k, COUNT(*) AS c FROM t GROUP BY k")
     builder.load().refresh()  # analyzed by Spark; the analysis is recorded with the epoch
     fresh = IvmProject.load(builder.root)  # its own session, started on first use
-    delta.write(uri, pa.table({"id": [3], "k": [2]}), mode="append")
+    write(uri, pa.table({"id": [3], "k": [2]}), mode="append")
     (result,) = fresh.refresh()
     assert result.mode == "incremental" and result.engine == "in process"
     assert not fresh._spark.started

@@ -27,7 +27,8 @@ import pyarrow as pa
 import pytest
 
 from ivm_assets import IvmProject
-from ivm_assets.delta import tables as delta
+from ivm_assets.delta.handles import latest_version
+from ivm_assets.delta.write import delete_rows, write
 from ivm_assets.state.progress import Progress
 from tests.conftest import ProjectBuilder, assert_oracle
 from tests.test_workload import CUSTOMERS, LINES, ORDERS, VIEWS, _epoch_changes, _lines, _order
@@ -128,7 +129,7 @@ def _assert_up_to_date(project: IvmProject, views: list[str] | None = None) -> N
     for view in views:
         where = project.location(view)
         committed = Progress(where.progress).last_committed()
-        assert delta.latest_version(where.output) == committed.payload["output_version_after"], view
+        assert latest_version(where.output) == committed.payload["output_version_after"], view
 
 
 def test_three_processes_refreshing_at_once_apply_every_epoch_once(builder, workers):
@@ -166,9 +167,9 @@ def _sales_project(root: Path, spark, **settings) -> ProjectBuilder:
 
 
 def _change_sources(builder: ProjectBuilder, step: int) -> None:
-    delta.write(builder.uri("orders"), pa.table({"id": pa.array([100 + step], pa.int64()), "cust": pa.array([step % 3], pa.int64()), "amount": pa.array([step], pa.int64())}), mode="append")
-    delta.delete_rows(builder.uri("orders"), f"id = {1 + step % 4}")
-    delta.write(builder.uri("customers"), pa.table({"cust": pa.array([10 + step], pa.int64()), "region": [f"r{step}"]}), mode="append")
+    write(builder.uri("orders"), pa.table({"id": pa.array([100 + step], pa.int64()), "cust": pa.array([step % 3], pa.int64()), "amount": pa.array([step], pa.int64())}), mode="append")
+    delete_rows(builder.uri("orders"), f"id = {1 + step % 4}")
+    write(builder.uri("customers"), pa.table({"cust": pa.array([10 + step], pa.int64()), "region": [f"r{step}"]}), mode="append")
 
 
 def test_a_waiter_takes_over_from_a_holder_killed_mid_epoch(tmp_path, spark, workers):

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pyarrow as pa
 from tests.conftest import assert_oracle
 
-from ivm_assets.delta import tables as delta
+from ivm_assets.delta.log import change_rows_between
+from ivm_assets.delta.write import create_table, delete_rows, update_rows, write
 from ivm_assets.engine.cost import MIN_SOURCE_ROWS
 
 ROWS = MIN_SOURCE_ROWS + 20_000
@@ -24,14 +25,14 @@ def _orders(builder) -> None:
 
 def test_change_rows_come_from_the_commit_metrics(tmp_path):
     uri = str(tmp_path / "t")
-    delta.create_table(uri, pa.table({"a": list(range(100))}))
-    delta.write(uri, pa.table({"a": [1000, 1001]}), mode="append")
-    delta.delete_rows(uri, "a < 5")
-    delta.update_rows(uri, set_sql={"a": "a + 1"}, predicate="a > 95 AND a < 100")
+    create_table(uri, pa.table({"a": list(range(100))}))
+    write(uri, pa.table({"a": [1000, 1001]}), mode="append")
+    delete_rows(uri, "a < 5")
+    update_rows(uri, set_sql={"a": "a + 1"}, predicate="a > 95 AND a < 100")
     # 2 inserted + 5 deleted + 4 updated (a pre- and a post-image each)
-    assert delta.change_rows_between(uri, 0, 3) == 2 + 5 + 8
-    assert delta.change_rows_between(uri, 1, 2) == 5
-    assert delta.change_rows_between(uri, 3, 3) == 0
+    assert change_rows_between(uri, 0, 3) == 2 + 5 + 8
+    assert change_rows_between(uri, 1, 2) == 5
+    assert change_rows_between(uri, 3, 3) == 0
 
 
 def test_a_large_change_is_recomputed_with_the_estimate_as_reason(builder):
@@ -39,16 +40,16 @@ def test_a_large_change_is_recomputed_with_the_estimate_as_reason(builder):
     builder.view("totals", TOTALS)
     project = builder.load()
     project.refresh()
-    delta.write(builder.uri("orders"), pa.table({"id": [ROWS], "cust": [1], "amount": [5]}), mode="append")
+    write(builder.uri("orders"), pa.table({"id": [ROWS], "cust": [1], "amount": [5]}), mode="append")
     (small,) = project.refresh()
     assert small.mode == "incremental" and small.cost.startswith("cost: 1 change rows vs") and "incremental" in small.cost
 
-    delta.delete_rows(builder.uri("orders"), "id % 10 = 3")  # 10 % of the rows
+    delete_rows(builder.uri("orders"), "id % 10 = 3")  # 10 % of the rows
     assert "next refresh: cost: 12,000 change rows vs" in project.explain("totals")
     (big,) = project.refresh()
     assert big.mode == "full" and big.reason.startswith("cost: 12,000 change rows vs 108,001 source rows (11.1%, above 5%")
     assert_oracle(project)
-    delta.delete_rows(builder.uri("orders"), "id = 7")
+    delete_rows(builder.uri("orders"), "id = 7")
     (after,) = project.refresh()
     assert after.mode == "incremental"  # the state rebuilt by the recompute carries on
     assert_oracle(project)
@@ -59,7 +60,7 @@ def test_refresh_incremental_never_switches(builder):
     builder.view("totals", TOTALS, refresh="incremental")
     project = builder.load()
     project.refresh()
-    delta.delete_rows(builder.uri("orders"), "id % 10 = 3")
+    delete_rows(builder.uri("orders"), "id % 10 = 3")
     (result,) = project.refresh()
     assert result.mode == "incremental" and "above 5%: recompute is cheaper" in result.cost
     assert_oracle(project)

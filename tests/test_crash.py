@@ -19,8 +19,10 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
-from ivm_assets.delta import tables as delta
-from ivm_assets.delta.tables import Epoch
+from ivm_assets.delta.commit import Epoch
+from ivm_assets.delta.handles import latest_version
+from ivm_assets.delta.snapshot import arrow_schema
+from ivm_assets.delta.write import delete_rows, write
 from ivm_assets.engine import refresh
 from ivm_assets.errors import RefreshError
 from ivm_assets.state import arrangement
@@ -46,8 +48,8 @@ def _project(builder):
 
 def _change(builder, step: int) -> None:
     uri = builder.uri("orders")
-    delta.write(uri, pa.Table.from_pylist([{"id": 100 + step, "cust": step % 3, "amount": 5 + step}], schema=ORDERS), mode="append")
-    delta.delete_rows(uri, f"id = {1 + step % 6}")
+    write(uri, pa.Table.from_pylist([{"id": 100 + step, "cust": step % 3, "amount": 5 + step}], schema=ORDERS), mode="append")
+    delete_rows(uri, f"id = {1 + step % 6}")
 
 
 def _crash_at(project, monkeypatch, commits: int) -> bool:
@@ -128,16 +130,10 @@ def test_sigkill_mid_refresh_recovers(builder):
     assert_oracle(project)
 
 
-class _Unaware:
-    """The Delta module as an attempt sees it before another attempt of its epoch committed:
+def _unaware(uri: str, epoch: Epoch, **_) -> bool:
+    """``holds_epoch`` as an attempt sees it before another attempt of its epoch committed:
     no table holds the epoch yet (only the fenced commit itself can tell)."""
-
-    def __getattr__(self, name: str):
-        return getattr(delta, name)
-
-    @staticmethod
-    def holds_epoch(uri: str, epoch: Epoch, **_) -> bool:
-        return False
+    return False
 
 
 def two_attempts(project, monkeypatch) -> tuple[EpochRecord, list[str], list[int]]:
@@ -157,12 +153,12 @@ def two_attempts(project, monkeypatch) -> tuple[EpochRecord, list[str], list[int
 
     tables = [where.output, *(f"{where.state_root}/{name}" for name in record.payload["state_versions"])]
     attempt()
-    after_first = [delta.latest_version(uri) for uri in tables]
+    after_first = [latest_version(uri) for uri in tables]
     with monkeypatch.context() as m:
-        m.setattr(arrangement, "delta", _Unaware())
-        m.setattr(refresh, "delta", _Unaware())
+        m.setattr(arrangement, "holds_epoch", _unaware)
+        m.setattr(refresh, "holds_epoch", _unaware)
         attempt()  # reaches every commit: each is refused by its fence, and skipped
-    assert [delta.latest_version(uri) for uri in tables] == after_first
+    assert [latest_version(uri) for uri in tables] == after_first
     return record, tables, after_first
 
 
@@ -174,7 +170,7 @@ def test_two_attempts_of_one_epoch_apply_it_once(builder, monkeypatch):
     assert after_first[0] == record.payload["output_version"] + 1
     [result] = project.refresh()  # commits the epoch (a third attempt, with nothing left to write)
     assert (result.epoch, result.mode) == (2, "incremental")
-    assert [delta.latest_version(uri) for uri in tables] == after_first
+    assert [latest_version(uri) for uri in tables] == after_first
     assert_oracle(project)
 
 
@@ -187,7 +183,7 @@ def test_a_table_changed_under_an_epoch_stops_it_until_a_full_refresh(builder, m
     assert _crash_at(project, monkeypatch, 2)
     output = project.location("sales").output
     stray = {"region": "zz", "n": 1, "total": Decimal("1.00"), "biggest": Decimal("1.00")}
-    delta.write(output, pa.Table.from_pylist([stray], schema=delta.arrow_schema(output)), mode="append")
+    write(output, pa.Table.from_pylist([stray], schema=arrow_schema(output)), mode="append")
     expected = (
         r"^view 'sales': a table changed under epoch 2 of this refresh: Delta table \S+/sales is at version \d+ "
         r"but this refresh was to commit right after version \d+: another process wrote it first\. "

@@ -11,7 +11,8 @@ import pytest
 from tests.conftest import assert_engine, assert_oracle, output_rows
 
 from ivm_assets import IvmProject
-from ivm_assets.delta import tables as delta
+from ivm_assets.delta.handles import is_delta_table, latest_version
+from ivm_assets.delta.write import write
 from ivm_assets.errors import (
     ConfigError,
     NotIncrementalError,
@@ -30,7 +31,7 @@ def _shop(builder, *, cdf: bool = True) -> None:
 
 
 def _new_order(builder, id_: int = 4, cust: int = 2, amount: int = 40) -> None:
-    delta.write(builder.uri("orders"), pa.table({"id": [id_], "cust": [cust], "amount": [amount]}), mode="append")
+    write(builder.uri("orders"), pa.table({"id": [id_], "cust": [cust], "amount": [amount]}), mode="append")
 
 
 def _sql_error(builder, sql: str, exc_type: type[SqlError] = SqlError, **settings) -> SqlError:
@@ -46,7 +47,7 @@ def _sql_error(builder, sql: str, exc_type: type[SqlError] = SqlError, **setting
 
 
 def _output_state(project, view: str) -> tuple[int, list[tuple]]:
-    return delta.latest_version(project.location(view).output), output_rows(project, view)
+    return latest_version(project.location(view).output), output_rows(project, view)
 
 
 # --- malformed and unresolvable SQL ------------------------------------------------------------
@@ -101,7 +102,7 @@ def test_construct_under_refresh_incremental_is_an_error(builder, sql, construct
     assert construct in str(err) and (err.line, err.col) == (line, col)
     assert f"v.sql:{line}:{col}" in str(err)
     assert "refresh: incremental" in str(err) and "refresh: auto" in err.hint
-    assert not delta.is_delta_table(builder.load().location("v").output)  # nothing written
+    assert not is_delta_table(builder.load().location("v").output)  # nothing written
 
 
 @pytest.mark.parametrize(("sql", "construct", "line", "col"), CONSTRUCTS)
@@ -155,7 +156,7 @@ def test_source_without_change_feed_under_incremental_is_refused_up_front(builde
     text = str(info.value)
     assert "v.sql" in text and "view 'v'" in text and "source `orders`" in text and "no change data feed" in text
     assert "delta.enableChangeDataFeed" in text and "refresh: auto" in text
-    assert not delta.is_delta_table(project.location("v").output)
+    assert not is_delta_table(project.location("v").output)
 
 
 def test_source_whose_change_feed_goes_off_under_incremental_fails(builder):

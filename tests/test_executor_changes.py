@@ -10,7 +10,10 @@ from deltalake import DeltaTable, write_deltalake
 from tests.conftest import assert_oracle
 
 from ivm_assets.delta import change_files
-from ivm_assets.delta import tables as delta
+from ivm_assets.delta.handles import latest_version
+from ivm_assets.delta.log import change_rows_between
+from ivm_assets.delta.read import read_changes
+from ivm_assets.delta.write import create_table, delete_rows, update_rows, write
 from ivm_assets.engine import changes as cdc
 from ivm_assets.errors import RefreshError
 
@@ -31,13 +34,13 @@ def _orders(ids: range, *, amount: int = 1) -> pa.Table:
 def _shop(builder, monkeypatch, **settings):
     builder.source("customers", {"cust": pa.array(range(40), pa.int64()), "region": [f"r{c % 5}" for c in range(40)]})
     orders = builder.uri("orders")
-    delta.create_table(orders, _orders(range(2000)), partition_by=["day"])
+    create_table(orders, _orders(range(2000)), partition_by=["day"])
     builder.sources["orders"] = "sources/orders"
     builder.view("totals", TOTALS, **settings)
     project = builder.load()
     assert {r.mode for r in project.refresh()} == {"full"}
     monkeypatch.setattr(cdc, "EXECUTOR_CHANGE_ROWS", 100)
-    monkeypatch.setattr(delta, "read_changes", _only_small(delta.read_changes))
+    monkeypatch.setattr(cdc, "read_changes", _only_small(read_changes))
     return project, orders
 
 
@@ -46,7 +49,7 @@ def _only_small(read):
     must reach Spark without its rows passing through the driver."""
 
     def checked(uri, *, after, upto, columns=None):
-        rows = delta.change_rows_between(uri, after, upto)
+        rows = change_rows_between(uri, after, upto)
         assert rows is not None and rows <= cdc.EXECUTOR_CHANGE_ROWS, f"{uri} ({after}, {upto}] read on the driver"
         return read(uri, after=after, upto=upto, columns=columns)
 
@@ -55,22 +58,22 @@ def _only_small(read):
 
 def test_a_large_change_is_read_by_the_executors_and_equals_the_recompute(builder, monkeypatch):
     project, orders = _shop(builder, monkeypatch)
-    delta.write(orders, _orders(range(2000, 2300), amount=3), mode="append")
-    delta.delete_rows(orders, "id % 17 = 0")
-    delta.update_rows(orders, set_sql={"amount": "amount + 5"}, predicate="id < 150")
+    write(orders, _orders(range(2000, 2300), amount=3), mode="append")
+    delete_rows(orders, "id % 17 = 0")
+    update_rows(orders, set_sql={"amount": "amount + 5"}, predicate="id < 150")
     source = _orders(range(2250, 2400), amount=7)
     (
         DeltaTable(orders).merge(source, predicate="t.id = s.id", source_alias="s", target_alias="t")
         .when_matched_update_all().when_not_matched_insert_all().execute()
     )
-    delta.update_rows(orders, set_sql={"amount": "amount"}, predicate="id >= 500 and id < 700")  # no-op UPDATE
-    delta.update_rows(builder.uri("customers"), set_sql={"region": "'r9'"}, predicate="cust = 3")  # small: on the driver
+    update_rows(orders, set_sql={"amount": "amount"}, predicate="id >= 500 and id < 700")  # no-op UPDATE
+    update_rows(builder.uri("customers"), set_sql={"region": "'r9'"}, predicate="cust = 3")  # small: on the driver
     (result,) = project.refresh()
     assert result.mode == "incremental"
     assert result.stats["changes_read_on_executors"] == 1
     # The log's count: the commits' metrics, or the rows of the files they added if more (a
     # no-op UPDATE rewrites whole files; their rows count, and the operators net them).
-    assert result.stats["rows_in.orders"] >= delta.change_rows_between(orders, 0, delta.latest_version(orders)) > 100
+    assert result.stats["rows_in.orders"] >= change_rows_between(orders, 0, latest_version(orders)) > 100
     assert result.stats["rows_in.customers"] == 2
     assert "read by the executors" in result.engine
     assert_oracle(project)
@@ -85,8 +88,8 @@ def _vacuumed(builder, monkeypatch, **settings):
     """A range whose commit dropped a whole partition (its feed: the removed file's rows),
     that file vacuumed since."""
     project, orders = _shop(builder, monkeypatch, **settings)
-    delta.write(orders, _orders(range(2000, 2300)), mode="append")
-    delta.delete_rows(orders, "day = 'd2'")
+    write(orders, _orders(range(2000, 2300)), mode="append")
+    delete_rows(orders, "day = 'd2'")
     DeltaTable(orders).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
     return project
 
@@ -117,7 +120,7 @@ def test_a_vacuumed_removed_file_fails_an_incremental_view_clearly(builder, monk
 
 def test_a_range_is_large_by_its_rows_or_its_bytes(builder, monkeypatch):
     project, orders = _shop(builder, monkeypatch)
-    delta.write(orders, _orders(range(2000, 2050)), mode="append")
+    write(orders, _orders(range(2000, 2050)), mode="append")
     assert cdc.large_range("orders", orders, 0, 1) is None
     monkeypatch.setattr(cdc, "EXECUTOR_CHANGE_ROWS", 49)
     assert cdc.large_range("orders", orders, 0, 1).rows == 50
@@ -131,8 +134,8 @@ def test_a_range_the_log_counts_no_rows_of_is_read_on_the_driver(builder, monkey
     # A source with 0 change rows is taken for unchanged: files whose rows the log does not
     # count (a commit without metrics, only change data files) must be counted by a read.
     project, orders = _shop(builder, monkeypatch)
-    delta.delete_rows(orders, "id % 7 = 0")  # rows of every file: change data files, no added rows
-    monkeypatch.setattr(delta, "change_rows_between", lambda *a: None)
+    delete_rows(orders, "id % 7 = 0")  # rows of every file: change data files, no added rows
+    monkeypatch.setattr(cdc, "change_rows_between", lambda *a: None)
     monkeypatch.setattr(cdc, "EXECUTOR_CHANGE_BYTES", 1)
     found = change_files.change_files(orders, after=0, upto=1)
     assert found.rows == 0 and found.bytes > 1 and {f.weight for f in found.files} == {None}

@@ -6,6 +6,7 @@ pointing nowhere, no `java` on PATH), so starting Spark would fail.
 
 from __future__ import annotations
 
+from ivm_assets.delta.write import write
 import os
 import subprocess
 import sys
@@ -14,7 +15,6 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from ivm_assets.delta import tables as delta
 from tests.conftest import assert_oracle, output_rows
 
 pytestmark = pytest.mark.slow
@@ -43,7 +43,7 @@ def test_a_small_refresh_in_a_fresh_process_needs_no_java(builder, tmp_path):
     project = builder.load()
     project.refresh()  # the first build analyzes with Spark (this test session's) and records it
     env = _without_java(tmp_path)
-    delta.write(orders, pa.table({"id": [4], "cust": [2], "amount": [40]}), mode="append")
+    write(orders, pa.table({"id": [4], "cust": [2], "amount": [40]}), mode="append")
     done = _refresh(builder.root, env, "totals")
     assert done.returncode == 0, done.stderr
     assert "totals: incremental" in done.stdout

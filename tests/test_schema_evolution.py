@@ -22,7 +22,8 @@ import pytest
 from deltalake import DeltaTable, Field, Schema, write_deltalake
 from tests.conftest import assert_oracle, output_rows
 
-from ivm_assets.delta import tables as delta
+from ivm_assets.delta.handles import latest_version
+from ivm_assets.delta.write import delete_rows, update_rows, write
 from ivm_assets.engine import changes as cdc
 from ivm_assets.errors import RefreshError
 from ivm_assets.state.progress import Progress
@@ -78,9 +79,9 @@ def test_added_column_keeps_refresh_incremental(builder):
     uri = builder.uri("orders")
     with_region = ORDERS.append(pa.field("region", pa.string()))
     write_deltalake(uri, _orders([(4, 2, 40, "d", 1, "eu")], with_region), mode="append", schema_mode="merge")
-    delta.update_rows(uri, set_sql={"amount": "amount + 5"}, predicate="id = 1")  # pre/post images carry `region`
+    update_rows(uri, set_sql={"amount": "amount + 5"}, predicate="id = 1")  # pre/post images carry `region`
     DeltaTable(uri).alter.add_columns([Field("score", "double", nullable=True)])
-    delta.delete_rows(uri, "id = 2")
+    delete_rows(uri, "id = 2")
     results = project.refresh()
     assert [(r.mode, r.reason) for r in results] == [("incremental", None)] * 2
     assert output_rows(project, "totals") == [(1, 15), (2, 70)]
@@ -110,7 +111,7 @@ def _retype_amount(builder) -> None:
     """amount BIGINT → DOUBLE the way delta-rs does it: an overwrite with the new schema
     (one row changes on the way)."""
     rows = [(1, 1, 10.0, "a", 0), (2, 1, 20.0, "b", 1), (3, 2, 30.5, "c", 0)]
-    delta.write(builder.uri("orders"), _orders(rows, ORDERS_DOUBLE), mode="overwrite")
+    write(builder.uri("orders"), _orders(rows, ORDERS_DOUBLE), mode="overwrite")
 
 
 def test_read_column_retyped_rebuilds_with_the_column_named(builder):
@@ -122,21 +123,21 @@ def test_read_column_retyped_rebuilds_with_the_column_named(builder):
     assert output_rows(project, "totals") == [(1, 30.0), (2, 30.5)]
     assert_oracle(project)
     assert _recorded_schema(project, "totals") == {"cust": "bigint", "amount": "double"}
-    delta.write(builder.uri("orders"), _orders([(4, 2, 1.5, "d", 0)], ORDERS_DOUBLE), mode="append")
+    write(builder.uri("orders"), _orders([(4, 2, 1.5, "d", 0)], ORDERS_DOUBLE), mode="append")
     assert {r.mode for r in project.refresh()} == {"incremental"}  # the new type is the recorded one now
     assert_oracle(project)
 
 
 def test_read_column_retyped_under_refresh_incremental_fails_naming_it(builder):
     project = _shop(builder, refresh="incremental")
-    before = {v: (delta.latest_version(project.location(v).output), output_rows(project, v)) for v in ("totals", "big")}
+    before = {v: (latest_version(project.location(v).output), output_rows(project, v)) for v in ("totals", "big")}
     _retype_amount(builder)
     with pytest.raises(RefreshError) as info:
         project.refresh()
     text = str(info.value)
     assert "column amount of source orders changed type: bigint → double" in text
     assert "refresh: incremental" in text and "ivm refresh --full" in text
-    after = {v: (delta.latest_version(project.location(v).output), output_rows(project, v)) for v in ("totals", "big")}
+    after = {v: (latest_version(project.location(v).output), output_rows(project, v)) for v in ("totals", "big")}
     assert after == before
     assert {r.mode for r in project.refresh(full=True)} == {"full"}  # the advice works
     assert_oracle(project)
@@ -153,7 +154,7 @@ def test_read_column_dropped_under_refresh_incremental_fails_naming_it(builder):
     _alter_columns(uri, ORDERS.remove(ORDERS.get_field_index("note")), "DROP COLUMNS")
     with pytest.raises(RefreshError) as info:
         builder.load().refresh()
-    version = delta.latest_version(uri)
+    version = latest_version(uri)
     assert f"column note of source orders is gone at version {version} (dropped or renamed)" in str(info.value)
 
 

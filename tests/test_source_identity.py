@@ -9,7 +9,7 @@ import shutil
 import pyarrow as pa
 import pytest
 
-from ivm_assets.delta import tables as delta
+from ivm_assets.delta.write import create_table
 from ivm_assets.errors import RefreshError
 from tests.conftest import assert_oracle, output_rows
 
@@ -54,7 +54,7 @@ def test_source_deleted_and_created_again_at_the_same_version(builder):
     project = builder.load()
     project.refresh()
     shutil.rmtree(uri)
-    delta.create_table(uri, pa.table(B))  # version 0 again, another table id
+    create_table(uri, pa.table(B))  # version 0 again, another table id
     (result,) = project.refresh()
     assert result.mode == "full" and "is another Delta table than before" in result.reason
     assert output_rows(project, "v") == [("n", 1), ("x", 2), ("y", 1)]

@@ -21,7 +21,8 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
-from ivm_assets.delta import tables as delta
+from ivm_assets.delta.read import read_snapshot
+from ivm_assets.delta.write import delete_rows, update_rows, write
 from ivm_assets.errors import ExpressionError
 from ivm_assets.spark.session import tuned_for
 from tests.conftest import assert_engine, assert_oracle, output_rows
@@ -69,7 +70,7 @@ def _epochs(builder) -> list:
     nums, lhs, rhs = (builder.uri(n) for n in ("nums", "lhs", "rhs"))
 
     def append(uri, table):
-        return lambda: delta.write(uri, table, mode="append")
+        return lambda: write(uri, table, mode="append")
 
     return [
         # Keys equal to the build's −0.0 and NaN; NaN and ±Infinity into the sums.
@@ -78,12 +79,12 @@ def _epochs(builder) -> list:
                             (6, "c", -1, -1, Decimal(0), Decimal(-1), Decimal("0.01"), INF),
                             (7, "c", 3, 2, Decimal(0), Decimal(1), Decimal("0.02"), -INF)))],
         # Rows leave: a 2⁶² (SUM wraps back), a 6·10³⁷ (the overflowed SUM is exact again), the NaN of group b.
-        [lambda: delta.delete_rows(nums, "id = 1"), lambda: delta.delete_rows(nums, "id = 5"),
+        [lambda: delete_rows(nums, "id = 1"), lambda: delete_rows(nums, "id = 5"),
          append(rhs, _keys((4, 0.0, -1, Decimal("0.00")), (5, -0.0, 0, Decimal("-0.00"))))],
         # ±Infinity leave group c; a −0.0 key arrives on the left; a no-op UPDATE rewrites every row.
-        [lambda: delta.delete_rows(nums, "id = 6"), append(lhs, _keys((9, -0.0, 5, Decimal("2.00")))),
-         lambda: delta.update_rows(nums, set_sql={"g": "g"}, predicate="id >= 0")],
-        [lambda: delta.delete_rows(nums, "id = 7"), lambda: delta.delete_rows(rhs, "id = 2"),
+        [lambda: delete_rows(nums, "id = 6"), append(lhs, _keys((9, -0.0, 5, Decimal("2.00")))),
+         lambda: update_rows(nums, set_sql={"g": "g"}, predicate="id >= 0")],
+        [lambda: delete_rows(nums, "id = 7"), lambda: delete_rows(rhs, "id = 2"),
          append(nums, _nums((8, "a", BIG, 0, MAX_D38, Decimal(10) ** 37 * 6, Decimal("9999999999999.99"), -0.0)))],
     ]
 
@@ -135,7 +136,7 @@ def _sparks_answer(project, view: str):
 
     spark = project.spark
     for name in project.views[view].dependencies:
-        delta.read_snapshot(spark, project.relation_uri(name)).createOrReplaceTempView(name)
+        read_snapshot(spark, project.relation_uri(name)).createOrReplaceTempView(name)
     try:
         spark.sql(project.views[view].text).collect()
         return None
@@ -197,12 +198,12 @@ def test_issue_reproductions(builder, engine, ansi_off):
     assert output_rows(project, "avg_wide") == [("a", Decimal("3.333E-11")), ("b", None)]
     assert output_rows(project, "avg_bigint") == [("a", None), ("b", 4.611686018427388e18)]
     assert output_rows(project, "sum_huge") == [("a", None), ("b", None)]  # past 38 digits
-    delta.delete_rows(builder.uri("nums"), "id = 5")
-    delta.write(builder.uri("rhs"), pa.table({"id": pa.array([2], pa.int64()), "kd": pa.array([0.0])}), mode="append")
+    delete_rows(builder.uri("nums"), "id = 5")
+    write(builder.uri("rhs"), pa.table({"id": pa.array([2], pa.int64()), "kd": pa.array([0.0])}), mode="append")
     project.refresh()
     assert output_rows(project, "sum_huge") == [("a", None), ("b", Decimal(6) * 10**37)]
     assert output_rows(project, "zero_join") == [(1, 2)]
-    delta.write(builder.uri("rhs"), pa.table({"id": pa.array([3], pa.int64()), "kd": pa.array([0.0])}), mode="append")
+    write(builder.uri("rhs"), pa.table({"id": pa.array([3], pa.int64()), "kd": pa.array([0.0])}), mode="append")
     assert_engine(project.refresh(["zero_join"]), "spark")  # DOUBLE keys are compared in Spark only
     assert output_rows(project, "zero_join") == [(1, 2), (1, 3)]
     assert_oracle(project, as_written=True)
@@ -215,7 +216,7 @@ def test_explicit_date_pattern_is_kept(builder, engine, ansi_off):
     builder.view("v", "SELECT id, to_date(note) AS d1, to_date(note, 'yyyy-MM-dd') AS d2 FROM events")
     project = builder.load()
     project.refresh()
-    delta.write(builder.uri("events"), pa.table({"id": pa.array([3], pa.int64()), "note": ["2021-03-04"]}), mode="append")
+    write(builder.uri("events"), pa.table({"id": pa.array([3], pa.int64()), "note": ["2021-03-04"]}), mode="append")
     project.refresh()
     import datetime as dt
 
@@ -234,7 +235,7 @@ def test_a_row_spark_cannot_compute_fails_the_refresh_until_it_is_fixed(builder,
     builder.view("v", "SELECT id, CAST(n AS INT) + 1 AS m FROM events")
     project = builder.load()
     project.refresh()
-    delta.write(uri, pa.table({"id": pa.array([3], pa.int64()), "n": ["three"]}), mode="append")
+    write(uri, pa.table({"id": pa.array([3], pa.int64()), "n": ["three"]}), mode="append")
     if not ansi:
         project.refresh()
         assert output_rows(project, "v") == [(1, 2), (2, 3), (3, None)]
@@ -247,7 +248,7 @@ def test_a_row_spark_cannot_compute_fails_the_refresh_until_it_is_fixed(builder,
     assert output_rows(project, "v") == before == [(1, 2), (2, 3)]
     with pytest.raises(ExpressionError):  # the same inputs fail the same way
         project.refresh()
-    delta.update_rows(uri, set_sql={"n": "'3'"}, predicate="id = 3")
+    update_rows(uri, set_sql={"n": "'3'"}, predicate="id = 3")
     (result,) = project.refresh()
     assert result.mode == "full" and "the last attempt failed on the data (CAST_INVALID_INPUT)" in result.reason
     assert output_rows(project, "v") == [(1, 2), (2, 3), (3, 4)]

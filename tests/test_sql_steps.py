@@ -215,18 +215,18 @@ def _as_list(value) -> list:
 
 
 def _apply(run: FileRun, kind: str, edits: dict) -> None:
-    from ivm_assets.delta import tables as delta
+    from ivm_assets.delta.write import delete_rows, update_rows, write
 
     for source, spec in edits.items():
         uri = run.project.sources[source]
         if kind == "delete":
             for predicate in _as_list(spec):
-                delta.delete_rows(uri, predicate)
+                delete_rows(uri, predicate)
         elif kind == "insert":
-            delta.write(uri, arrow_rows(run.schemas[source], spec), mode="append")
+            write(uri, arrow_rows(run.schemas[source], spec), mode="append")
         elif kind == "update":
             for upd in _as_list(spec):
-                delta.update_rows(uri, set_sql={k: str(v) for k, v in upd["set"].items()}, predicate=upd["where"])
+                update_rows(uri, set_sql={k: str(v) for k, v in upd["set"].items()}, predicate=upd["where"])
         else:
             raise ValueError(f"unknown action {kind!r}")
 

@@ -17,7 +17,13 @@ from tests.conftest import assert_oracle
 from dataclasses import replace
 
 from ivm_assets import IvmProject
-from ivm_assets.delta import tables as delta
+from ivm_assets.delta.commit import Epoch
+from ivm_assets.delta.handles import is_delta_table, latest_version
+from ivm_assets.delta.log import head
+from ivm_assets.delta.read import read_small, read_snapshot
+from ivm_assets.delta.row_groups import read_row_groups, select_row_groups
+from ivm_assets.delta.snapshot import arrow_schema, file_count, files_by_partition, snapshot_files
+from ivm_assets.delta.write import create_table, delete_rows, write, write_epoch
 from ivm_assets.engine.refresh import LOG_CLEANUP_EPOCHS
 from ivm_assets.sql.incrementalize import fingerprint, operators
 from ivm_assets.state.arrangement import FORMAT, StateLayout
@@ -88,8 +94,8 @@ def test_raising_state_buckets_rebuilds_with_the_reason(builder):
     _shop(builder)
     builder.view("v", JOIN_AGG)
     builder.load().refresh()
-    delta.write(builder.uri("orders"), pa.table({"id": [41], "cust": [3], "amount": [5]}), mode="append")
-    delta.delete_rows(builder.uri("orders"), "id IN (2, 17, 33)")
+    write(builder.uri("orders"), pa.table({"id": [41], "cust": [3], "amount": [5]}), mode="append")
+    delete_rows(builder.uri("orders"), "id IN (2, 17, 33)")
     config = (builder.root / "ivm.yaml").read_text().replace("state_buckets: 4", "state_buckets: 16")
     (builder.root / "ivm.yaml").write_text(config)
     project = IvmProject.load(builder.root, spark=builder.spark)
@@ -97,7 +103,7 @@ def test_raising_state_buckets_rebuilds_with_the_reason(builder):
     assert result.mode == "full" and result.reason == "state layout changed: buckets 4 → 16"
     assert_oracle(project)
     assert all(layout.buckets == 16 for layout in _layouts(project, "v").values())
-    delta.delete_rows(builder.uri("customers"), "id = 5")
+    delete_rows(builder.uri("customers"), "id = 5")
     (result,) = project.refresh()
     assert result.mode == "incremental"
     assert_oracle(project)
@@ -110,7 +116,7 @@ def test_bigint_joined_with_decimal_survives_compaction(builder):
     compacted = 0
     # Enough small epochs to pass the compaction threshold (8 files per bucket, 1 bucket).
     for i in range(10):
-        delta.write(
+        write(
             builder.uri("orders"),
             pa.table({"id": pa.array([100 + i], pa.int64()), "cust": pa.array([i % 8], pa.decimal128(10, 0)),
                       "amount": pa.array([i], pa.int64())}),
@@ -122,8 +128,8 @@ def test_bigint_joined_with_decimal_survives_compaction(builder):
     assert compacted, "the test must reach a compaction"
     layouts = _layouts(project, "v")
     assert all(layout.hashes == ("double",) for name, layout in layouts.items() if name.startswith("join_"))
-    delta.delete_rows(builder.uri("orders"), "cust = 3")
-    delta.delete_rows(builder.uri("customers"), "id = 6")
+    delete_rows(builder.uri("orders"), "cust = 3")
+    delete_rows(builder.uri("customers"), "id = 6")
     (result,) = project.refresh()
     assert result.mode == "incremental"
     assert_oracle(project)
@@ -135,10 +141,10 @@ def test_state_written_without_a_recorded_layout_is_rebuilt(builder):
     root = project.location("v").state_root
     table = next(op.state_tables[0] for op in operators(_root(project, "v")) if op.state_tables)
     uri = table.uri(root)
-    head = delta.head(uri)
+    latest = head(uri)
     # A commit without the layout, as the previous format wrote them.
-    delta.write_epoch(uri, delta.read_small(uri).slice(0, 0), epoch=delta.Epoch("other", 1, {}), after=head[0], mode="append")
-    delta.write(builder.uri("orders"), pa.table({"id": [41], "cust": [3], "amount": [5]}), mode="append")
+    write_epoch(uri, read_small(uri).slice(0, 0), epoch=Epoch("other", 1, {}), after=latest[0], mode="append")
+    write(builder.uri("orders"), pa.table({"id": [41], "cust": [3], "amount": [5]}), mode="append")
     (result,) = project.refresh()
     assert result.mode == "full" and result.reason.startswith("state format changed: 1 → 2")
     assert_oracle(project)
@@ -151,13 +157,13 @@ def test_a_changed_plan_rebuilds_and_removes_stale_state(builder):
     record = state.committed
     assert record.payload["plan_fingerprint"]
     stale = project.location("v").state_root + "/join_00000000_left"
-    delta.create_table(stale, pa.table({"x": [1]}))
+    create_table(stale, pa.table({"x": [1]}))
     # What an engine upgrade looks like to the next refresh: the recorded fingerprint differs.
     progress.commit(state, committed=replace(record, payload={**record.payload, "plan_fingerprint": "0" * 16}))
-    delta.write(builder.uri("orders"), pa.table({"id": [41], "cust": [3], "amount": [5]}), mode="append")
+    write(builder.uri("orders"), pa.table({"id": [41], "cust": [3], "amount": [5]}), mode="append")
     (result,) = project.refresh()
     assert result.mode == "full" and result.reason.startswith("operator plan changed")
-    assert result.stats["stale_state_tables_removed"] == 1 and not delta.is_delta_table(stale)
+    assert result.stats["stale_state_tables_removed"] == 1 and not is_delta_table(stale)
     # Claim, started record, two join sides, output, committed record, release: each one commit.
     assert result.stats["delta_commits"] >= 7
     assert_oracle(project)
@@ -191,7 +197,7 @@ def test_state_holds_only_the_columns_the_operators_above_need(builder):
     stored = {}
     for op in operators(_root(project, "v")):
         for table in op.state_tables:
-            names = delta.arrow_schema(table.uri(root)).names
+            names = arrow_schema(table.uri(root)).names
             stored[table.table_name.split("_")[0] + "." + table.name] = {n for n in names if not n.startswith("__")}
     assert {k: len(v) for k, v in stored.items()} == {"join.left": 2, "join.right": 2, "aggregate.groups": 3}
     left, right = stored["join.left"], stored["join.right"]
@@ -203,7 +209,7 @@ def test_state_holds_only_the_columns_the_operators_above_need(builder):
 def _logical(project, table, version: int):
     """A state table's logical content at ``version`` (current rows, sorted), read by Spark."""
     uri = table.uri(project.location("v").state_root)
-    rows = table.current_rows(delta.read_snapshot(project.spark, uri, version=version).drop("__bucket"))
+    rows = table.current_rows(read_snapshot(project.spark, uri, version=version).drop("__bucket"))
     if table.alive_column:
         rows = rows.filter(f"{table.alive_column} > 0")
     names = sorted(c for c in rows.columns if c != "__e")
@@ -219,36 +225,36 @@ def test_compaction_on_the_driver_keeps_each_row_in_its_bucket_and_the_content_t
 
     project = _built(builder)
     for i in range(4):
-        delta.write(builder.uri("orders"), pa.table({
+        write(builder.uri("orders"), pa.table({
             "id": pa.array([200 + i, 300 + i], pa.int64()), "cust": pa.array([i, 7 - i], pa.int64()),
             "amount": pa.array([i, 2 * i], pa.int64())}), mode="append")
-        delta.delete_rows(builder.uri("orders"), f"id = {1 + i}")
+        delete_rows(builder.uri("orders"), f"id = {1 + i}")
         project.refresh()
     root = project.location("v").state_root
     tables = [t for op in operators(_root(project, "v")) for t in op.state_tables]
-    before = {t.table_name: _logical(project, t, delta.latest_version(t.uri(root))) for t in tables}
+    before = {t.table_name: _logical(project, t, latest_version(t.uri(root))) for t in tables}
     with counting_jobs(project.spark) as jobs:
         assert all(t.compact(project.spark, root, max_files_per_bucket=0) for t in tables)
     assert jobs.value == 0
     for t in tables:
         uri = t.uri(root)
-        assert delta.file_count(uri) <= 4  # one file per bucket
-        assert _logical(project, t, delta.latest_version(uri)) == before[t.table_name]
-        for bucket, files in delta.files_by_partition(delta.snapshot_files(uri), "__bucket").items():
-            stored = delta.read_row_groups(delta.select_row_groups(files))
+        assert file_count(uri) <= 4  # one file per bucket
+        assert _logical(project, t, latest_version(uri)) == before[t.table_name]
+        for bucket, files in files_by_partition(snapshot_files(uri), "__bucket").items():
+            stored = read_row_groups(select_row_groups(files))
             keys = stored.select(list(t.keys))
             expected = arrangement.with_bucket(project.spark.createDataFrame(keys.to_pandas()), t.keys, 4, _layouts(project, "v")[t.table_name].types())
             assert {r["__bucket"] for r in expected.collect()} <= {int(bucket)}
-    delta.delete_rows(builder.uri("customers"), "id = 3")
-    delta.delete_rows(builder.uri("orders"), "cust = 5")
+    delete_rows(builder.uri("customers"), "id = 3")
+    delete_rows(builder.uri("orders"), "cust = 5")
     (result,) = project.refresh()
     assert result.mode == "incremental"
     assert_oracle(project)
     # The same content through Spark's compaction path.
     monkeypatch.setattr(arrangement, "DRIVER_COMPACT_BYTES", -1)
-    after = {t.table_name: _logical(project, t, delta.latest_version(t.uri(root))) for t in tables}
+    after = {t.table_name: _logical(project, t, latest_version(t.uri(root))) for t in tables}
     assert all(t.compact(project.spark, root, max_files_per_bucket=0) for t in tables)
-    assert {t.table_name: _logical(project, t, delta.latest_version(t.uri(root))) for t in tables} == after
+    assert {t.table_name: _logical(project, t, latest_version(t.uri(root))) for t in tables} == after
 
 
 def _log_versions(uri: str) -> list[int]:
@@ -264,7 +270,7 @@ def test_internal_logs_are_cleaned_and_the_output_keeps_its_history(builder):
     project = _built(builder)
     location = project.location("v")
     for i in range(2 * LOG_CLEANUP_EPOCHS + 3):
-        delta.write(
+        write(
             builder.uri("orders"),
             pa.table({"id": pa.array([100 + i], pa.int64()), "cust": pa.array([i % 8], pa.int64()), "amount": pa.array([i], pa.int64())}),
             mode="append",
@@ -276,7 +282,7 @@ def test_internal_logs_are_cleaned_and_the_output_keeps_its_history(builder):
         versions = _log_versions(uri)
         # A table with more commits than a checkpoint interval lost its first ones.
         assert len(versions) <= 3 * LOG_CLEANUP_EPOCHS and (versions[-1] < 20 or versions[0] > 0), (uri, versions)
-        assert delta.is_delta_table(uri)
+        assert is_delta_table(uri)
     assert _log_versions(location.progress)[0] > 0  # two commits an epoch: cleaned
     assert _log_versions(location.output)[0] == 0  # every commit of the output still there
     assert_oracle(project)

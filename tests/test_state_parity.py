@@ -18,7 +18,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from ivm_assets.delta import tables as delta
+from ivm_assets.delta.handles import is_delta_table
+from ivm_assets.delta.read import read_small
+from ivm_assets.delta.snapshot import arrow_schema
 from ivm_assets.settings import SMALL_EPOCHS_ENV
 from ivm_assets.local.epoch import missing_rule
 from ivm_assets.sql.incrementalize import operators
@@ -32,9 +34,9 @@ ENGINES = {"spark": "spark", "in process": "auto"}
 def _current(uri: str, kind: str, keys: tuple[str, ...]) -> list[tuple]:
     """A state table's current content as sorted rows: a z-set's rows with their summed
     weights (zeros dropped), a latest-value table's newest row per key."""
-    if not delta.is_delta_table(uri):
+    if not is_delta_table(uri):
         return []
-    table = delta.read_small(uri)
+    table = read_small(uri)
     columns = [c for c in table.column_names if c not in (WEIGHT, EPOCH)]
     rows = table.to_pylist()
     if kind == "zset":
@@ -65,7 +67,7 @@ def _states(run: FileRun) -> dict[str, tuple[pa.Schema | None, list[tuple]]]:
         for op in operators(view.root) if view.root is not None else ():
             for table in op.state_tables:
                 uri = table.uri(root)
-                schema = delta.arrow_schema(uri) if delta.is_delta_table(uri) else None
+                schema = arrow_schema(uri) if is_delta_table(uri) else None
                 found[f"{name}/{table.table_name}"] = (schema, _current(uri, table.layout_kind, table.keys))
     return found
 

@@ -21,7 +21,7 @@ import datetime as dt
 import pyarrow as pa
 import pytest
 
-from ivm_assets.delta import tables as delta
+from ivm_assets.delta.write import delete_rows, update_rows, write
 from ivm_assets.spark.session import tuned_for
 from tests.conftest import assert_oracle
 
@@ -81,7 +81,7 @@ def _epochs(builder) -> list:
     text, other = builder.uri("text"), builder.uri("other")
 
     def append(uri, table):
-        return lambda: delta.write(uri, table, mode="append")
+        return lambda: write(uri, table, mode="append")
 
     return [
         # The other spelling of é, a second trailing space, another NULL; a join partner.
@@ -89,10 +89,10 @@ def _epochs(builder) -> list:
                             (12, "a  ", None, None, None, None))),
          append(other, _rows((21, "a ", None, None, None, None)))],
         # Rows leave (the only 'a', an emoji, a minimum date); a no-op UPDATE rewrites every row.
-        [lambda: delta.delete_rows(text, "id IN (1, 6)"), lambda: delta.update_rows(text, set_sql={"t": "t"}, predicate="id > 0")],
+        [lambda: delete_rows(text, "id IN (1, 6)"), lambda: update_rows(text, set_sql={"t": "t"}, predicate="id > 0")],
         # Values change in place: the DST-gap wall time moves, a string gains a trailing space.
-        [lambda: delta.update_rows(text, set_sql={"s": "'A '", "ntz": "ntz + INTERVAL '1' HOUR"}, predicate="id = 3"),
-         lambda: delta.delete_rows(other, f"s = '{COMPOSED}'")],
+        [lambda: update_rows(text, set_sql={"s": "'A '", "ntz": "ntz + INTERVAL '1' HOUR"}, predicate="id = 3"),
+         lambda: delete_rows(other, f"s = '{COMPOSED}'")],
     ]
 
 

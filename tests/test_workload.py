@@ -3,12 +3,12 @@ supported constructs (views over views included), with the oracle checked after 
 
 from __future__ import annotations
 
+from ivm_assets.delta.write import delete_rows, update_rows, write
 import os
 import random
 
 import pyarrow as pa
 
-from ivm_assets.delta import tables as delta
 from tests.conftest import assert_oracle
 from tests.operators.harness import epochs_alternating
 
@@ -63,21 +63,21 @@ def _epoch_changes(rng: random.Random, builder, state: dict) -> None:
     if rng.random() < 0.7:
         new = [_order(rng, state["next"] + i) for i in range(rng.randint(1, 3))]
         state["next"] += len(new)
-        delta.write(orders, pa.Table.from_pylist(new, schema=ORDERS), mode="append")
-        delta.write(lines, pa.Table.from_pylist([l for o in new for l in _lines(rng, o["id"])], schema=LINES), mode="append")
+        write(orders, pa.Table.from_pylist(new, schema=ORDERS), mode="append")
+        write(lines, pa.Table.from_pylist([l for o in new for l in _lines(rng, o["id"])], schema=LINES), mode="append")
         state["live"].extend(o["id"] for o in new)
     if rng.random() < 0.4 and len(state["live"]) > 3:
         victim = rng.choice(state["live"])
         state["live"].remove(victim)
-        delta.delete_rows(orders, f"id = {victim}")
+        delete_rows(orders, f"id = {victim}")
         if rng.random() < 0.7:  # sometimes the lines stay behind as orphans
-            delta.delete_rows(lines, f"order_id = {victim}")
+            delete_rows(lines, f"order_id = {victim}")
     if rng.random() < 0.5 and state["live"]:
         target = rng.choice(state["live"])
         for _ in range(rng.randint(1, 3)):  # the same row updated several times in one epoch
-            delta.update_rows(orders, set_sql={"amount": f"amount + {rng.randint(-5, 5)}", "status": f"'{rng.choice(['new', 'paid', 'void'])}'"}, predicate=f"id = {target}")
+            update_rows(orders, set_sql={"amount": f"amount + {rng.randint(-5, 5)}", "status": f"'{rng.choice(['new', 'paid', 'void'])}'"}, predicate=f"id = {target}")
     if rng.random() < 0.2:
-        delta.update_rows(customers, set_sql={"region": f"'{rng.choice(['eu', 'us', 'x'])}'"}, predicate=f"cust = {rng.randint(1, 6)}")
+        update_rows(customers, set_sql={"region": f"'{rng.choice(['eu', 'us', 'x'])}'"}, predicate=f"cust = {rng.randint(1, 6)}")
 
 
 def test_random_workload(builder):

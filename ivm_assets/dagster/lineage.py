@@ -24,7 +24,8 @@ from sqlglot.lineage import lineage
 from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
 
-from ivm_assets.delta import tables as delta
+from ivm_assets.delta.handles import is_delta_table
+from ivm_assets.delta.snapshot import arrow_schema
 from ivm_assets.errors import IvmError
 from ivm_assets.project import IvmProject
 from ivm_assets.spark.arrow import spark_schema
@@ -42,9 +43,9 @@ class ViewFacts:
 def delta_columns(uri: str) -> tuple[tuple[str, str], ...] | None:
     """(name, type) of a Delta table's latest schema, or None if there is no table yet."""
     try:
-        if not delta.is_delta_table(uri):
+        if not is_delta_table(uri):
             return None
-        return tuple((f.name, f.dataType.simpleString()) for f in spark_schema(delta.arrow_schema(uri)).fields)
+        return tuple((f.name, f.dataType.simpleString()) for f in spark_schema(arrow_schema(uri)).fields)
     except (IvmError, OSError, ValueError):
         return None
 

@@ -14,7 +14,8 @@ import dagster as dg
 
 from ivm_assets.dagster.lineage import delta_columns
 from ivm_assets.dagster.translator import lineage_markdown
-from ivm_assets.delta import tables as delta
+from ivm_assets.delta.handles import is_delta_table, latest_version
+from ivm_assets.delta.snapshot import row_count, snapshot_bytes
 from ivm_assets.engine.refresh import RefreshResult
 from ivm_assets.project import IvmProject
 from ivm_assets.spark.session import describe
@@ -48,10 +49,10 @@ def materialize_result(project: IvmProject, result: RefreshResult, spec: dg.Asse
     if result.engine:
         metadata["ivm/engine"] = result.engine  # "in process", or "spark: <why not in process>"
     columns = None
-    if delta.is_delta_table(where.output):
-        version = delta.latest_version(where.output)
+    if is_delta_table(where.output):
+        version = latest_version(where.output)
         metadata["ivm/output_version"] = version
-        rows = delta.row_count(where.output, version)
+        rows = row_count(where.output, version)
         if rows is not None:
             metadata["dagster/row_count"] = rows
         columns = delta_columns(where.output)
@@ -74,6 +75,6 @@ def _state_bytes(state_root: str) -> int | None:
         return None
     total = 0
     for entry in os.scandir(state_root):
-        if entry.is_dir() and not entry.name.startswith("_") and delta.is_delta_table(entry.path):
-            total += delta.snapshot_bytes(entry.path, version=delta.latest_version(entry.path))
+        if entry.is_dir() and not entry.name.startswith("_") and is_delta_table(entry.path):
+            total += snapshot_bytes(entry.path, version=latest_version(entry.path))
     return total

@@ -27,8 +27,8 @@ from dagster._core.definitions.data_version import DATA_VERSION_TAG  # "dagster/
 
 from ivm_assets.dagster.asset_decorator import build_ivm_specs, default_op_name
 from ivm_assets.dagster.sources import source_version
-from ivm_assets.delta import tables as delta
 from ivm_assets.dagster.translator import IvmTranslator
+from ivm_assets.delta.handles import reusing_handles
 from ivm_assets.errors import SourceError
 from ivm_assets.project import IvmProject
 
@@ -146,7 +146,7 @@ def _poll(project: IvmProject, context) -> tuple[dict[str, int] | None, dict[str
     now: dict[str, int] = {}
     # Handles kept from tick to tick: on an object store a source that did not move costs two
     # HEAD requests a tick, one that moved a read of its new commits, not a replay of its log.
-    with delta.reusing_handles():
+    with reusing_handles():
         for source, uri in project.sources.items():
             try:
                 now[source] = source_version(uri)

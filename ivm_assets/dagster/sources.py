@@ -23,16 +23,16 @@ import dagster as dg
 
 from ivm_assets.dagster.asset_decorator import build_ivm_specs, default_op_name
 from ivm_assets.dagster.translator import IvmTranslator
-from ivm_assets.delta import tables as delta
+from ivm_assets.delta.handles import is_delta_table, latest_version, reusing_handles
 from ivm_assets.errors import SourceError
 from ivm_assets.project import IvmProject
 
 
 def source_version(uri: str) -> int:
     """The Delta table's latest version, or a SourceError saying what is missing."""
-    if not delta.is_delta_table(uri):
+    if not is_delta_table(uri):
         raise SourceError(f"expected a Delta table at {uri} (a folder with _delta_log/), found none")
-    return delta.latest_version(uri)
+    return latest_version(uri)
 
 
 def ivm_source_assets(
@@ -57,7 +57,7 @@ def ivm_source_assets(
     def _observe_sources(context) -> Iterator[dg.ObserveResult]:
         for key in context.selected_asset_keys:
             source = by_key[key]
-            with delta.reusing_handles():  # kept between observations (see the sensor's _poll)
+            with reusing_handles():  # kept between observations (see the sensor's _poll)
                 version = source_version(project.sources[source])
             yield dg.ObserveResult(
                 asset_key=key,

@@ -25,7 +25,9 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
 from ivm_assets.delta import storage
-from ivm_assets.delta import tables as delta
+from ivm_assets.delta.handles import open_table
+from ivm_assets.delta.log import commit_actions
+from ivm_assets.delta.snapshot import arrow_schema
 from ivm_assets.spark import executor_io
 from ivm_assets.spark.arrow import spark_schema
 from ivm_assets.zset import WEIGHT
@@ -60,7 +62,7 @@ def change_files(uri: str, *, after: int, upto: int) -> ChangeFiles | None:
     from the commit files alone (no data file is looked at); None when they cannot be read
     by a plain parquet reader, or a commit file of the range is gone (log cleanup): then
     only delta-rs can tell the changes."""
-    dt = delta.open_table(uri, upto)
+    dt = open_table(uri, upto)
     if set(dt.protocol().reader_features or []) & _UNREADABLE_FEATURES:
         return None
     if str(dt.metadata().configuration.get(_COLUMN_MAPPING, "none")).lower() != "none":
@@ -70,14 +72,14 @@ def change_files(uri: str, *, after: int, upto: int) -> ChangeFiles | None:
     files: list[executor_io.DataFile] = []
     rows = 0
     for version in range(after + 1, upto + 1):
-        cdc = delta.commit_actions(uri, version, "cdc")
+        cdc = commit_actions(uri, version, "cdc")
         if cdc is None:
             return None
         if cdc:
             found = [(a, None) for a in cdc]
         else:
-            found = [(a, 1) for a in delta.commit_actions(uri, version, "add") or () if a.get("dataChange", True)]
-            found += [(a, -1) for a in delta.commit_actions(uri, version, "remove") or () if a.get("dataChange", True)]
+            found = [(a, 1) for a in commit_actions(uri, version, "add") or () if a.get("dataChange", True)]
+            found += [(a, -1) for a in commit_actions(uri, version, "remove") or () if a.get("dataChange", True)]
         for action, weight in found:
             if action.get("deletionVector"):
                 return None
@@ -116,7 +118,7 @@ def read_on_executors(spark: SparkSession, found: ChangeFiles, columns: tuple[st
     table's types at ``upto``, NULL in rows written before a column existed) plus the weight
     ``__w`` BIGINT, read by Spark's executors with pyarrow. Not consolidated: a file
     rewritten without a change shows as a delete and an insert of each of its rows."""
-    schema = delta.arrow_schema(found.uri, found.upto)
+    schema = arrow_schema(found.uri, found.upto)
     kept = [f for f in schema if columns is None or f.name in columns]
     target = pa.schema([*kept, pa.field(WEIGHT, pa.int64(), False)])
     root = storage.normalize(storage.local_path(found.uri) or found.uri)

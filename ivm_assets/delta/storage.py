@@ -3,13 +3,13 @@ storage failures told in words.
 
 A project hands its ``storage_options`` (``ivm.yaml``, a source's own, or the Dagster
 resource's) to :func:`register` for each location it uses: the warehouse root and each
-source. Every delta-rs call of :mod:`ivm_assets.delta.tables` then takes the options of
+source. Every delta-rs call of :mod:`ivm_assets.delta` then takes the options of
 the longest registered prefix of the table's URI (:func:`options_for`).
 
-Why a registry and not options carried on each call: the Delta module is called from the
+Why a registry and not options carried on each call: the Delta modules are called from the
 operators, the state tables, the engine and the Dagster layer (~25 functions), and the
-options are a property of the location, like the delta-rs handles this module keeps per
-URI between refreshes. The registry is process-wide: two projects in one process that
+options are a property of the location, like the delta-rs handles
+:mod:`~ivm_assets.delta.handles` keeps per URI between refreshes. The registry is process-wide: two projects in one process that
 give one location different settings share the last registration (it replaces the
 earlier one and drops the handles opened with it).
 

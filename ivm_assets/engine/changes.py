@@ -26,7 +26,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ivm_assets.delta import change_files
-from ivm_assets.delta import tables as delta
+from ivm_assets.delta.log import change_feed_enabled, change_rows_between, operations_between
+from ivm_assets.delta.read import read_changes, read_snapshot
+from ivm_assets.delta.snapshot import arrow_schema
 from ivm_assets.errors import RebuildNeeded
 from ivm_assets.local.epoch import LOCAL_CHANGE_ROWS
 from ivm_assets.operators.base import Operator
@@ -73,13 +75,13 @@ def used_columns(root: Operator | None, relation: str) -> tuple[str, ...] | None
 def column_signature(uri: str, version: int, columns: tuple[str, ...] | None) -> dict[str, str]:
     """Name → Spark SQL type of ``columns`` (all when None) in the table at ``version``;
     a column the table does not have is left out."""
-    fields = spark_schema(delta.arrow_schema(uri, version)).fields
+    fields = spark_schema(arrow_schema(uri, version)).fields
     return {f.name: f.dataType.simpleString() for f in fields if columns is None or f.name in columns}
 
 
 def schema_signature(uri: str, version: int) -> str:
     """The whole schema's text form: what epoch records held before column signatures."""
-    return str(delta.arrow_schema(uri, version))
+    return str(arrow_schema(uri, version))
 
 
 def column_change(name: str, recorded: dict[str, str], now: dict[str, str], version: int) -> str | None:
@@ -119,7 +121,7 @@ def unusable_range(
             return f"schema of source {name} changed between versions {after} and {upto}"
     elif recorded_schema is not None and (why := column_change(name, recorded_schema, schema_now, upto)):
         return why
-    for version, operation, params in delta.operations_between(uri, after, upto):
+    for version, operation, params in operations_between(uri, after, upto):
         if operation in _REWRITES:
             return f"source {name} was {_REWRITES[operation]} at version {version}"
         if operation.startswith("WRITE") or operation.startswith("CREATE"):
@@ -128,7 +130,7 @@ def unusable_range(
         if operation in _COLUMN_OPERATIONS and isinstance(recorded_schema, dict):
             if why := column_change(name, recorded_schema, column_signature(uri, version, columns), version):
                 return why
-    if not delta.change_feed_enabled(uri, upto):
+    if not change_feed_enabled(uri, upto):
         return f"source {name} has no change data feed at version {upto} (set delta.enableChangeDataFeed=true)"
     return None
 
@@ -147,11 +149,11 @@ def read_range(name: str, uri: str, after: int, upto: int, *, columns: tuple[str
     ``refresh: auto``).
     """
     if after == upto:
-        schema = delta.arrow_schema(uri, upto)
+        schema = arrow_schema(uri, upto)
         kept = [f for f in schema if columns is None or f.name in columns]
         return normalize_schema(pa.schema([*kept, pa.field(WEIGHT, pa.int64())])).empty_table()
     try:
-        table = delta.read_changes(uri, after=after, upto=upto, columns=list(columns) if columns is not None else None)
+        table = read_changes(uri, after=after, upto=upto, columns=list(columns) if columns is not None else None)
     except (DeltaError, OSError, ValueError) as exc:
         # Its files were vacuumed, or the feed is otherwise unreadable (a failure to reach the
         # store is a StorageError, raised as it is): as for a large range read by the
@@ -195,7 +197,7 @@ def large_range(name: str, uri: str, after: int, upto: int) -> LargeRange | None
     found = change_files.change_files(uri, after=after, upto=upto)
     if found is None:
         return None
-    rows = max(delta.change_rows_between(uri, after, upto) or 0, found.rows)
+    rows = max(change_rows_between(uri, after, upto) or 0, found.rows)
     if rows <= EXECUTOR_CHANGE_ROWS and found.bytes <= EXECUTOR_CHANGE_BYTES:
         return None
     if rows == 0:
@@ -223,7 +225,7 @@ def read_large(spark: SparkSession, found: LargeRange, *, columns: tuple[str, ..
 def read_full(spark: SparkSession, uri: str, version: int, *, columns: tuple[str, ...] | None = None) -> DataFrame:
     """The snapshot at ``version`` with ``columns`` (all when None) as a change set of
     insertions (weight +1)."""
-    snapshot = delta.read_snapshot(spark, uri, version=version)
+    snapshot = read_snapshot(spark, uri, version=version)
     if columns is not None:
         snapshot = snapshot.select(*[F.col(q(c)) for c in columns])
     return snapshot.withColumn(WEIGHT, F.lit(1).cast("bigint"))

@@ -17,8 +17,9 @@ unavailable (a commit without metrics) the epoch stays incremental.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from ivm_assets.delta.log import change_rows_between
+from ivm_assets.delta.snapshot import row_count
 
-from ivm_assets.delta import tables as delta
 
 MAX_CHANGE_FRACTION = 0.05
 MIN_SOURCE_ROWS = 100_000
@@ -63,8 +64,8 @@ def estimate(relations: dict[str, str], ranges: dict[str, tuple[int, int]]) -> C
     change: int | None = 0
     total: int | None = 0
     for name, (after, upto) in ranges.items():
-        rows = delta.change_rows_between(relations[name], after, upto) if upto > after else 0
-        size = delta.row_count(relations[name], upto)
+        rows = change_rows_between(relations[name], after, upto) if upto > after else 0
+        size = row_count(relations[name], upto)
         change = None if change is None or rows is None else change + rows
         total = None if total is None or size is None else total + size
     return CostEstimate(change, total)

@@ -17,7 +17,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ivm_assets.delta import tables as delta
+from ivm_assets.delta.read import read_snapshot
 from ivm_assets.errors import RefreshError
 from ivm_assets.state.progress import Progress
 
@@ -68,9 +68,9 @@ def check_view(project, view: str, *, sample_size: int = 5, as_written: bool = F
     # before the snapshots are registered: compiling registers empty relations of its own.
     sql = project.views[view].text if as_written else project.compile([view])[view].sql
     for name, source in record.payload["sources"].items():
-        delta.read_snapshot(spark, project.relation_uri(name), version=source["to"]).createOrReplaceTempView(name)
+        read_snapshot(spark, project.relation_uri(name), version=source["to"]).createOrReplaceTempView(name)
     expected = _normalize(spark.sql(sql))
-    actual_raw = delta.read_snapshot(spark, project.location(view).output, version=record.payload["output_version_after"])
+    actual_raw = read_snapshot(spark, project.location(view).output, version=record.payload["output_version_after"])
     actual = _normalize(actual_raw.select(*[F.col(f"`{n}`") for n in expected.columns]))
     # One job: +1 per expected row, −1 per actual row; what does not cancel is a difference.
     names = [F.col(f"`{n}`") for n in expected.columns]

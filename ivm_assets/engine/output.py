@@ -15,8 +15,11 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ivm_assets.delta import tables as delta
-from ivm_assets.delta.tables import Epoch
+from ivm_assets.delta.commit import Epoch
+from ivm_assets.delta.read import read_snapshot_sized
+from ivm_assets.delta.row_groups import read_files_arrow
+from ivm_assets.delta.snapshot import SnapshotFiles, snapshot_files
+from ivm_assets.delta.write import apply_bag_change, overwrite_epoch
 from ivm_assets.operators.base import Batch, col, copies, null_safe_match
 from ivm_assets.state import consolidate, driver_rows
 from ivm_assets.state.arrangement import DRIVER_READ_BYTES, LARGE_READ_BYTES
@@ -44,7 +47,7 @@ def overwrite(uri: str, rows: DataFrame, schema: T.StructType, epoch: Epoch, *, 
     """Replace the output with ``rows`` (the full result), right after version ``after``
     (None: create it). Returns the row count written."""
     rows = rows.select(*[col(n) for n in schema.names])
-    return delta.overwrite_epoch(uri, rows, epoch=epoch, after=after, change_feed=True)
+    return overwrite_epoch(uri, rows, epoch=epoch, after=after, change_feed=True)
 
 
 def apply_change(uri: str, change: Batch, schema: T.StructType, epoch: Epoch, *, output_version: int) -> None:
@@ -52,12 +55,12 @@ def apply_change(uri: str, change: Batch, schema: T.StructType, epoch: Epoch, *,
     was at ``output_version`` (the commit lands right after it)."""
     names = list(schema.names)
     if change.table is not None:
-        snap = delta.snapshot_files(uri, version=output_version)
+        snap = snapshot_files(uri, version=output_version)
         if snap.bytes <= DRIVER_READ_BYTES and snap.plain_parquet:
             source = _bag_change_on_driver(change.table, names, snap)
             if source is not None:
                 if source.num_rows:
-                    delta.apply_bag_change(uri, source, columns=names, epoch=epoch, after=output_version)
+                    apply_bag_change(uri, source, columns=names, epoch=epoch, after=output_version)
                 return
     rows = change.df
     losing = rows.filter(col(WEIGHT) < 0)
@@ -81,10 +84,10 @@ def apply_change(uri: str, change: Batch, schema: T.StructType, epoch: Epoch, *,
     )
     source = to_arrow(deletes.unionByName(inserts))
     if source.num_rows:
-        delta.apply_bag_change(uri, source, columns=names, epoch=epoch, after=output_version)
+        apply_bag_change(uri, source, columns=names, epoch=epoch, after=output_version)
 
 
-def _bag_change_on_driver(change: pa.Table, names: list[str], snap: delta.SnapshotFiles) -> pa.Table | None:
+def _bag_change_on_driver(change: pa.Table, names: list[str], snap: SnapshotFiles) -> pa.Table | None:
     """:func:`apply_change`'s MERGE source computed with Arrow on the driver (small changes,
     small outputs): no Spark job. None when the rows' types are not compared on the driver
     (the Spark path runs instead)."""
@@ -107,7 +110,7 @@ def _bag_change_on_driver(change: pa.Table, names: list[str], snap: delta.Snapsh
     return rows.append_column(_OP, pa.array(ops, pa.string())).append_column(_COPY, pa.array(copies, pa.int64()))
 
 
-def _old_copies(change: pa.Table, names: list[str], snap: delta.SnapshotFiles) -> list[int] | None:
+def _old_copies(change: pa.Table, names: list[str], snap: SnapshotFiles) -> list[int] | None:
     """Per row of ``change``, its copies in the output (``snap``) when it loses copies, else 0;
     None when the rows' types are not compared on the driver.
 
@@ -120,7 +123,7 @@ def _old_copies(change: pa.Table, names: list[str], snap: delta.SnapshotFiles) -
         return [0] * change.num_rows
     if not all(driver_rows.coded(change.schema.field(n).type, bitwise=True) for n in names):
         return None
-    present = delta.read_files_arrow(snap, key=names[0], values=change.column(names[0]).filter(losing)).select(names)
+    present = read_files_arrow(snap, key=names[0], values=change.column(names[0]).filter(losing)).select(names)
     wanted = pa.schema([pa.field(n, change.schema.field(n).type) for n in names])
     try:
         present = present.cast(wanted)
@@ -145,7 +148,7 @@ def _has_losses(change: Batch) -> bool:
 
 def _old_counts(uri: str, losing: DataFrame, names: list[str], version: int) -> DataFrame:
     """Multiplicity, in the output as it was at the epoch's start, of each row that loses copies."""
-    current, size = delta.read_snapshot_sized(losing.sparkSession, uri, version=version)
+    current, size = read_snapshot_sized(losing.sparkSession, uri, version=version)
     wanted = losing.select(*[col(n) for n in names]).distinct()
     if size > LARGE_READ_BYTES:
         wanted = F.broadcast(wanted)

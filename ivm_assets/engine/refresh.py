@@ -27,8 +27,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ivm_assets import decimal_rules, settings
-from ivm_assets.delta import tables as delta
-from ivm_assets.delta.tables import Epoch
+from ivm_assets.delta.commit import Epoch, holds_epoch
+from ivm_assets.delta.handles import is_delta_table, latest_version, log_reads, reusing_handles
+from ivm_assets.delta.log import table_id
+from ivm_assets.delta.maintenance import clean_log, remove_tables_except
+from ivm_assets.delta.snapshot import row_count
 from ivm_assets.engine import changes as cdc
 from ivm_assets.engine import output
 from ivm_assets.engine.compile import CompiledView
@@ -112,7 +115,7 @@ def refresh_view(
     """
     # Planning, the operators, the commits and compaction read the same table versions:
     # each version's log is read once.
-    with delta.reusing_handles():
+    with reusing_handles():
         return _refresh(spark, view, where=where, relations=relations, buckets=buckets, full=full, claim=claim)
 
 
@@ -126,7 +129,7 @@ def _refresh(
     full: bool,
     claim: ClaimSettings | None,
 ) -> RefreshResult:
-    began, log_reads_before, commits_before = time.perf_counter(), delta.log_reads, faults.commits_made()
+    began, log_reads_before, commits_before = time.perf_counter(), log_reads(), faults.commits_made()
     progress = Progress(where.progress)
     state = progress.read()
     unclaimed = state.claim is None or state.claim.expired()
@@ -172,7 +175,7 @@ def _refresh(
             record = _plan_epoch(view, where, relations, held.state, full=True, buckets=buckets, why_full=needed.reason)
             held.commit(started=record)
             stats, engine = _execute(spark, view, where, relations, record, buckets)
-        out_version = delta.latest_version(where.output)
+        out_version = latest_version(where.output)
         payload = {**record.payload, "stats": stats, "output_version_after": out_version, "engine": engine}
         done = EpochRecord(record.epoch, "committed", record.mode, record.reason, payload, now())
         tables = [t for op in operators(view.root) for t in op.state_tables] if view.root is not None else []
@@ -186,11 +189,11 @@ def _refresh(
             # claim (so no other epoch reads an older state version meanwhile).
             stats["state_tables_compacted"] = sum(table.compact_from(spark, where.state_root, *found) for table, found in due)
             if record.mode == "full":
-                stats["stale_state_tables_removed"] = delta.remove_tables_except(where.state_root, [t.table_name for t in tables])
+                stats["stale_state_tables_removed"] = remove_tables_except(where.state_root, [t.table_name for t in tables])
             if clean:
                 for uri in [where.progress, *(t.uri(where.state_root) for t in tables)]:
-                    delta.clean_log(uri)
-    stats["delta_log_reads"] = delta.log_reads - log_reads_before
+                    clean_log(uri)
+    stats["delta_log_reads"] = log_reads() - log_reads_before
     stats["delta_commits"] = faults.commits_made() - commits_before  # claim and its release included
     sources = {s: (r["from"], r["to"]) for s, r in record.payload["sources"].items()}
     return RefreshResult(
@@ -274,12 +277,12 @@ def _unchanged(view: CompiledView, last: EpochRecord, began: float) -> RefreshRe
 
 
 def _source_versions(view: CompiledView, relations: dict[str, str]) -> dict[str, int]:
-    return {name: delta.latest_version(relations[name]) for name in view.definition.dependencies}
+    return {name: latest_version(relations[name]) for name in view.definition.dependencies}
 
 
 def _identity(uri: str, version: int) -> dict[str, str]:
     """What a source's recorded versions are versions of: its location and its Delta table id."""
-    return {"location": uri, "table_id": delta.table_id(uri, version)}
+    return {"location": uri, "table_id": table_id(uri, version)}
 
 
 def _identity_change(name: str, recorded: dict, now: dict) -> str | None:
@@ -316,7 +319,7 @@ def _up_to_date(
 ) -> bool:
     """Whether the last committed epoch consumed every source's ``latest`` version, of the
     same tables, with the current SQL, and its output is there."""
-    if last is None or last.payload.get("sql_hash") != view.definition.sql_hash or not delta.is_delta_table(where.output):
+    if last is None or last.payload.get("sql_hash") != view.definition.sql_hash or not is_delta_table(where.output):
         return False
     if _semantics_change(last.payload, view.semantics):
         return False
@@ -363,7 +366,7 @@ def _plan_epoch(
         "state_versions": state_versions,
         "state_layouts": state_layouts,
         "plan_fingerprint": plan,
-        "output_version": delta.latest_version(where.output) if delta.is_delta_table(where.output) else None,
+        "output_version": latest_version(where.output) if is_delta_table(where.output) else None,
         "sql_hash": view.definition.sql_hash,
         "semantics": view.semantics,
         "compiled": view.record(),
@@ -376,7 +379,7 @@ def _plan_epoch(
 def _full_reason(
     view: CompiledView, where: ViewLocation, last: dict | None, source_problem: str | None, full: str | None, plan: str | None
 ) -> str | None:
-    if last is None or not delta.is_delta_table(where.output):
+    if last is None or not is_delta_table(where.output):
         return "first build"
     if full:
         return full
@@ -527,8 +530,8 @@ def _commit(
     after = record.payload["output_version"]
 
     def write_output() -> None:
-        if delta.holds_epoch(where.output, epoch):  # the interrupted attempt already applied this epoch's output change
-            rows = computed.rows if computed is not None else delta.row_count(where.output, delta.latest_version(where.output))
+        if holds_epoch(where.output, epoch):  # the interrupted attempt already applied this epoch's output change
+            rows = computed.rows if computed is not None else row_count(where.output, latest_version(where.output))
             if rows is not None:
                 stats["rows_out"] = rows
             return
@@ -596,7 +599,7 @@ def _recompute(
         frame.drop(WEIGHT).createOrReplaceTempView(name)
     rows = spark.sql(view.sql)
     rows = rows.select(*[F.col(f"`{f.name}`").cast(f.dataType).alias(f.name) for f in view.schema.fields])
-    if delta.holds_epoch(where.output, epoch):
+    if holds_epoch(where.output, epoch):
         return {}
     written = output.overwrite(where.output, rows, view.schema, epoch, after=after)
     return {"rows_written": written, "rows_out": written}

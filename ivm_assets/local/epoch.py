@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ivm_assets import decimal_rules
-from ivm_assets.delta import tables as delta
+from ivm_assets.delta.snapshot import arrow_schema
 from ivm_assets.errors import InexactAggregate
 from ivm_assets.local.expressions import (
     VALUE_FAMILIES, SqlType, Untranslatable, arrow_type, common_type, decimal_divide, register, translate,
@@ -440,7 +440,7 @@ class LocalEpoch:
         version = self.ctx.state_versions.get(table.table_name)
         if version is None:
             raise Untranslatable(f"state table {table.table_name} does not exist yet")
-        return delta.arrow_schema(table.uri(self.ctx), version)
+        return arrow_schema(table.uri(self.ctx), version)
 
     def _current(self, table: StateTable, read) -> pa.Table | None:
         """The state's current rows for the touched keys, as Arrow (None: no state rows)."""

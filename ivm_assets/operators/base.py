@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ivm_assets.delta.tables import Epoch
+from ivm_assets.delta.commit import Epoch
 from ivm_assets.spark.arrow import to_arrow, to_spark
 from ivm_assets.spark.cluster import keep_on_executors, release
 from ivm_assets.sql.plan import q

@@ -32,7 +32,14 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import types as T
 from pyspark.sql import functions as F
 
-from ivm_assets.delta import tables as delta
+from ivm_assets.delta.commit import holds_epoch
+from ivm_assets.delta.log import head
+from ivm_assets.delta.maintenance import rewrite, rewrite_rows
+from ivm_assets.delta.read import read_snapshot
+from ivm_assets.delta.row_groups import ReadCost, RowGroups, read_row_groups, select_row_groups
+from ivm_assets.delta.snapshot import SnapshotFiles, file_count, files_by_partition, normalize_schema_of, partition_type, row_count, snapshot_files
+from ivm_assets.delta.staging import StagedFiles, commit_staged, read_staged, stage_files
+from ivm_assets.delta.write import overwrite_epoch, write_epoch
 from ivm_assets.errors import RefreshError
 from ivm_assets.operators.base import Batch, EpochContext, col, materialize, null_safe_match
 from ivm_assets.spark.arrow import to_arrow, to_spark
@@ -81,7 +88,7 @@ class StateRead:
         return self._df
 
 
-def _driver_readable(snap: delta.SnapshotFiles) -> bool:
+def _driver_readable(snap: SnapshotFiles) -> bool:
     """Whether these files are read on the driver when the lookup's keys are there too."""
     return snap.bytes <= DRIVER_READ_BYTES and snap.plain_parquet
 
@@ -185,7 +192,7 @@ class Staged(Batch):
     """A full refresh's rows for one state table, written into its folder by
     :meth:`StateTable.stage` and not committed yet; its frame reads those files."""
 
-    def __init__(self, df: DataFrame, files: delta.StagedFiles, table_name: str) -> None:
+    def __init__(self, df: DataFrame, files: StagedFiles, table_name: str) -> None:
         super().__init__(df, files.rows)
         self.files, self.table_name = files, table_name
 
@@ -233,7 +240,7 @@ class StateTable:
         if ctx.full or version is None or (touched is not None and touched.rows == 0):
             return None
         pruning = [(BUCKET, "in", [str(b) for b in touched.values(BUCKET)])] if touched is not None else None
-        snap = delta.snapshot_files(uri, version=version, partition_filters=pruning)
+        snap = snapshot_files(uri, version=version, partition_filters=pruning)
         large = snap.bytes > LARGE_READ_BYTES
         by_key = touched is not None and bool(self.keys)
         local = touched is None or touched.table is not None
@@ -241,8 +248,8 @@ class StateTable:
         on_driver = chosen is not None
         exact: pa.Table | None = None
         if on_driver:
-            cost = delta.ReadCost()
-            table = delta.read_row_groups(chosen, cost=cost)
+            cost = ReadCost()
+            table = read_row_groups(chosen, cost=cost)
             # What was decoded: rows and compressed bytes of the row groups read. A read in
             # Spark counts the touched buckets' whole files as bytes, and no rows (counting
             # them would cost a job).
@@ -253,7 +260,7 @@ class StateTable:
             exact = driver_rows.matching(table, self.keys, touched.table, touched_keys) if by_key else table
             rows = None if exact is not None else to_spark(ctx.spark, table)
         else:
-            rows = delta.read_snapshot(ctx.spark, uri, version=version, partition_filters=pruning).drop(BUCKET)
+            rows = read_snapshot(ctx.spark, uri, version=version, partition_filters=pruning).drop(BUCKET)
             if by_key:
                 rows = self._key_range(rows, touched, touched_keys[0])
             ctx.stats["state_bytes_read"] = ctx.stats.get("state_bytes_read", 0) + snap.bytes
@@ -273,10 +280,10 @@ class StateTable:
         version = ctx.state_versions.get(self.table_name)
         if version is None:
             return None
-        snap = delta.snapshot_files(self.uri(ctx), version=version)
-        return delta.row_count(self.uri(ctx), version) if _driver_readable(snap) else None
+        snap = snapshot_files(self.uri(ctx), version=version)
+        return row_count(self.uri(ctx), version) if _driver_readable(snap) else None
 
-    def _driver_read(self, snap: delta.SnapshotFiles, touched: Batch | None, touched_keys: tuple[str, ...]) -> delta.RowGroups | None:
+    def _driver_read(self, snap: SnapshotFiles, touched: Batch | None, touched_keys: tuple[str, ...]) -> RowGroups | None:
         """The row groups a read on the driver would decode, or None when they exceed
         ``DRIVER_READ_BYTES`` (then Spark reads the files).
 
@@ -289,11 +296,11 @@ class StateTable:
         """
         if touched is not None:
             values = touched.table.column(touched_keys[0])
-            own = delta.normalize_schema_of(snap.table).field(self.keys[0]).type
+            own = normalize_schema_of(snap.table).field(self.keys[0]).type
             if own == values.type or (pa.types.is_integer(own) and pa.types.is_integer(values.type)):
-                chosen = delta.select_row_groups(snap, key=self.keys[0], values=_by_bucket(touched.table, touched_keys[0]), partition=BUCKET)
+                chosen = select_row_groups(snap, key=self.keys[0], values=_by_bucket(touched.table, touched_keys[0]), partition=BUCKET)
                 return chosen if chosen.bytes <= DRIVER_READ_BYTES else None
-        return delta.select_row_groups(snap) if _driver_readable(snap) else None
+        return select_row_groups(snap) if _driver_readable(snap) else None
 
     def _clustered(self, table: pa.Table) -> pa.Table:
         """Rows sorted by bucket and key, so each row group covers a narrow key range."""
@@ -351,11 +358,11 @@ class StateTable:
     def head_layout(self, root: str) -> tuple[int, StateLayout | None] | None:
         """The table's latest version and the layout that commit recorded (None: written
         before layouts were recorded), from one read of the log; None when there is no table."""
-        head = delta.head(self.uri(root))
-        if head is None:
+        latest = head(self.uri(root))
+        if latest is None:
             return None
-        text = head[1].get(LAYOUT_KEY)
-        return head[0], StateLayout.from_json(text) if text else None
+        text = latest[1].get(LAYOUT_KEY)
+        return latest[0], StateLayout.from_json(text) if text else None
 
     def stage(self, ctx: EpochContext, rows: DataFrame, types: list) -> Batch:
         """``rows`` of a z-set table (its columns, ``__w``, ``__bucket``) computed once, as the
@@ -371,11 +378,11 @@ class StateTable:
         the rows are materialized as usual.
         """
         uri = self.uri(ctx)
-        if not ctx.full or self.layout_kind != "zset" or delta.holds_epoch(uri, ctx.epoch):
+        if not ctx.full or self.layout_kind != "zset" or holds_epoch(uri, ctx.epoch):
             return materialize(rows, small=not ctx.full)
         stored = rows.select(*[col(c) for c in self._stored_columns()], col(BUCKET))
-        files = delta.stage_files(uri, stored, partition_by=[BUCKET], sort_by=list(self.keys), row_group_rows=ROW_GROUP_ROWS)
-        return Staged(delta.read_staged(ctx.spark, uri, files), files, self.table_name)
+        files = stage_files(uri, stored, partition_by=[BUCKET], sort_by=list(self.keys), row_group_rows=ROW_GROUP_ROWS)
+        return Staged(read_staged(ctx.spark, uri, files), files, self.table_name)
 
     def _stored_columns(self) -> list[str]:
         return [*self.columns, WEIGHT] if self.layout_kind == "zset" else list(self.columns)
@@ -406,19 +413,19 @@ class StateTable:
         uri = self.uri(ctx)
         if rows.rows == 0 and not ctx.full and after is not None:
             return None  # nothing to append
-        if delta.holds_epoch(uri, ctx.epoch, after=after):
+        if holds_epoch(uri, ctx.epoch, after=after):
             return None  # an interrupted attempt of this epoch already wrote it
         names = self._stored_columns()
         meta = {LAYOUT_KEY: layout.to_json()}
         if isinstance(rows, Staged) and rows.table_name == self.table_name:
-            delta.commit_staged(uri, rows.files, epoch=ctx.epoch, after=after, metadata=meta)
+            commit_staged(uri, rows.files, epoch=ctx.epoch, after=after, metadata=meta)
             written = rows.rows
         elif ctx.full:
             # The whole state: written by the executors, never collected to the driver (unless few rows).
             df = rows.df.select(*[col(c) for c in names], col(BUCKET))
             if self.layout_kind == "latest":
                 df = df.withColumn(EPOCH, F.lit(ctx.epoch.number).cast("bigint"))
-            written = delta.overwrite_epoch(
+            written = overwrite_epoch(
                 uri, df, epoch=ctx.epoch, after=after, partition_by=[BUCKET], sort_by=list(self.keys), metadata=meta,
                 row_group_rows=ROW_GROUP_ROWS, few=rows.rows <= DRIVER_WRITE_ROWS,
             )
@@ -426,7 +433,7 @@ class StateTable:
             table = rows.table.select([*names, BUCKET]) if rows.table is not None else to_arrow(rows.df.select(*[col(c) for c in names], col(BUCKET)))
             if self.layout_kind == "latest":
                 table = table.append_column(EPOCH, pa.array([ctx.epoch.number] * table.num_rows, pa.int64()))
-            delta.write_epoch(
+            write_epoch(
                 uri, self._clustered(table), epoch=ctx.epoch, after=after, mode="append",
                 partition_by=[BUCKET], row_group_rows=ROW_GROUP_ROWS, metadata=meta, cache_key=self.keys[0] if self.keys else None,
             )
@@ -438,7 +445,7 @@ class StateTable:
         ``max_files_per_bucket`` files per bucket; None when no compaction is due (also for
         no table, or one whose layout is unknown: the next refresh rebuilds it)."""
         version, layout = self.head_layout(root) or (None, None)
-        if layout is None or delta.file_count(self.uri(root), version) <= max_files_per_bucket * layout.buckets:
+        if layout is None or file_count(self.uri(root), version) <= max_files_per_bucket * layout.buckets:
             return None
         return version, layout
 
@@ -464,14 +471,14 @@ class StateTable:
         metadata = {LAYOUT_KEY: layout.to_json()}
         compacted = self._compacted_on_driver(uri, version)
         if compacted is not None:
-            return delta.rewrite(uri, compacted, after=version, partition_by=[BUCKET], row_group_rows=ROW_GROUP_ROWS, metadata=metadata)
-        rows = self.current_rows(delta.read_snapshot(spark, uri, version=version).drop(BUCKET))
+            return rewrite(uri, compacted, after=version, partition_by=[BUCKET], row_group_rows=ROW_GROUP_ROWS, metadata=metadata)
+        rows = self.current_rows(read_snapshot(spark, uri, version=version).drop(BUCKET))
         if self.alive_column:
             rows = rows.filter(col(self.alive_column) > 0)
         names = self._stored_columns()
         rows = with_bucket(rows, self.keys, layout.buckets, layout.types())
         extra = [EPOCH] if self.layout_kind == "latest" else []
-        return delta.rewrite_rows(
+        return rewrite_rows(
             uri, rows.select(*[col(c) for c in names], col(BUCKET), *[col(c) for c in extra]), after=version,
             partition_by=[BUCKET], sort_by=list(self.keys), row_group_rows=ROW_GROUP_ROWS, metadata=metadata,
         )
@@ -485,18 +492,18 @@ class StateTable:
         changed layout rebuilds the table instead), so no key is hashed again. A Spark
         compaction costs a few jobs (~1–2 s) where an epoch in process costs ~0.1 s.
         """
-        snap = delta.snapshot_files(uri, version=version)
+        snap = snapshot_files(uri, version=version)
         if snap.bytes > DRIVER_COMPACT_BYTES or not snap.plain_parquet:
             return None
-        buckets = delta.files_by_partition(snap, BUCKET)
+        buckets = files_by_partition(snap, BUCKET)
         if buckets is None:
             return None
-        bucket_type = delta.partition_type(snap.table, BUCKET)
+        bucket_type = partition_type(snap.table, BUCKET)
         names = self._stored_columns()
         extra = [EPOCH] if self.layout_kind == "latest" else []
         parts = []
         for bucket, files in buckets.items():
-            rows = self.current_on_driver(StateRead(None, False, True, delta.read_row_groups(delta.select_row_groups(files), keep=False)))
+            rows = self.current_on_driver(StateRead(None, False, True, read_row_groups(select_row_groups(files), keep=False)))
             if rows is None:
                 return None
             if self.alive_column:

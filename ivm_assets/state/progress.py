@@ -25,7 +25,9 @@ from datetime import datetime, timezone
 
 import pyarrow as pa
 
-from ivm_assets.delta import tables as delta
+from ivm_assets.delta.commit import commit_metadata
+from ivm_assets.delta.log import head
+from ivm_assets.delta.read import read_small
 
 KEY = "ivm.progress"
 # Progress tables hold no rows; Delta still wants a schema.
@@ -123,13 +125,13 @@ class Progress:
         self.uri = uri
 
     def read(self) -> ProgressState:
-        found = delta.head(self.uri)
+        found = head(self.uri)
         if found is None:
             return ProgressState(None)
         version, info = found
         if KEY in info:
             return ProgressState.from_json(version, info[KEY])
-        return _from_rows(version, delta.read_small(self.uri).to_pylist())
+        return _from_rows(version, read_small(self.uri).to_pylist())
 
     def latest(self) -> EpochRecord | None:
         return self.read().latest
@@ -141,7 +143,7 @@ class Progress:
         """``state`` with ``changes`` (fields of ProgressState), committed right after
         ``state.version``. Raises CommitConflictError when the log moved since ``state``."""
         new = replace(state, **changes)
-        version = delta.commit_metadata(self.uri, {KEY: new.to_json()}, after=state.version, schema=_SCHEMA)
+        version = commit_metadata(self.uri, {KEY: new.to_json()}, after=state.version, schema=_SCHEMA)
         return replace(new, version=version)
 
 

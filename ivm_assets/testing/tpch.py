@@ -23,7 +23,8 @@ import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from ivm_assets.delta.tables import create_table, delete_rows, read_snapshot, update_rows, write
+from ivm_assets.delta.read import read_snapshot
+from ivm_assets.delta.write import create_table, delete_rows, update_rows, write
 from ivm_assets.spark.arrow import normalize_schema
 
 TABLES = ("region", "nation", "supplier", "customer", "part", "partsupp", "orders", "lineitem")

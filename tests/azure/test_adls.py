@@ -14,7 +14,7 @@ import yaml
 from deltalake import write_deltalake
 
 from ivm_assets.delta import storage
-from ivm_assets.delta import tables as delta
+from ivm_assets.delta.write import delete_rows, write
 from ivm_assets.errors import CommitConflictError, StorageError
 from ivm_assets.state.progress import Progress
 from tests.conftest import assert_oracle
@@ -63,8 +63,8 @@ def _shop(p: AzureProject) -> None:
 
 def _change(p: AzureProject, step: int) -> None:
     uri = p.sources["orders"]
-    delta.write(uri, pa.Table.from_pylist([{"id": 100 + step, "cust": step % 3, "amount": Decimal(5 + step)}], schema=ORDERS), mode="append")
-    delta.delete_rows(uri, f"id = {step}")
+    write(uri, pa.Table.from_pylist([{"id": 100 + step, "cust": step % 3, "amount": Decimal(5 + step)}], schema=ORDERS), mode="append")
+    delete_rows(uri, f"id = {step}")
 
 
 def test_first_build_then_incremental_epochs_in_process_and_in_spark_on_az(az_project, monkeypatch):

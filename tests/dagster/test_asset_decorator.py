@@ -5,7 +5,9 @@ from __future__ import annotations
 import dagster as dg
 
 from ivm_assets.dagster import FULL_REFRESH_TAG
-from ivm_assets.delta import tables as delta
+from ivm_assets.delta.handles import latest_version
+from ivm_assets.delta.read import read_small
+from ivm_assets.delta.snapshot import arrow_schema
 from ivm_assets.demo import VIEWS, apply_demo_changes
 from tests.dagster.conftest import materializations, meta
 
@@ -18,10 +20,10 @@ def test_materialize_all_views_reports_refresh_metadata(demo_run):
         assert values["ivm/mode"] == "full" and values["ivm/reason"] == "first build"
         assert values["ivm/epoch"] == 1
         assert values["dagster/uri"] == demo_run.project.location(name).output
-        rows = delta.read_small(values["dagster/uri"]).num_rows
+        rows = read_small(values["dagster/uri"]).num_rows
         assert values["dagster/row_count"] == rows == values["ivm/change_rows_out"]
         assert values["ivm/duration_s"] > 0
-        assert [c.name for c in values["dagster/column_schema"].columns] == delta.arrow_schema(values["dagster/uri"]).names
+        assert [c.name for c in values["dagster/column_schema"].columns] == arrow_schema(values["dagster/uri"]).names
         assert m.tags["dagster/code_version"] == demo_run.project.views[name].sql_hash
     revenue = meta(done["revenue_by_region_day"])
     assert revenue["ivm/source_versions"] == {"orders": "∅→0", "order_lines": "∅→0", "customers": "∅→0"}
@@ -50,7 +52,7 @@ def test_subset_run_refreshes_only_the_selection_incrementally(demo_run):
     assert values["ivm/change_rows_per_source"]["orders"] == values["ivm/change_rows_in"] > 0
     assert done["order_status_funnel"].tags["dagster/data_version"] == "orders@3"
     # The upstream of an unselected view is not touched by this run.
-    assert delta.latest_version(demo_run.project.location("revenue_by_region_day").output) == 0
+    assert latest_version(demo_run.project.location("revenue_by_region_day").output) == 0
 
 
 def test_full_refresh_by_run_config_and_by_run_tag(demo_run):

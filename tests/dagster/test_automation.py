@@ -18,7 +18,7 @@ import dagster as dg
 import pyarrow as pa
 
 from ivm_assets.dagster import IvmResource, build_ivm_source_sensor, ivm_eager, ivm_source_assets, ivm_view_assets
-from ivm_assets.delta import tables as delta
+from ivm_assets.delta.write import write
 
 
 REACHED, RELEASE = threading.Event(), threading.Event()
@@ -98,7 +98,7 @@ def _project(builder):
 
 
 def _commit(builder, k: int) -> None:
-    delta.write(builder.uri("a"), pa.table({"k": pa.array([k], pa.int64()), "x": pa.array([k], pa.int64())}), mode="append")
+    write(builder.uri("a"), pa.table({"k": pa.array([k], pa.int64()), "x": pa.array([k], pa.int64())}), mode="append")
 
 
 def test_a_source_that_moves_during_its_views_run_is_refreshed_after_it(builder):

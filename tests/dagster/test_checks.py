@@ -7,7 +7,8 @@ import pyarrow as pa
 import pytest
 
 from ivm_assets.dagster import CHECK_NAME, IvmResource, ivm_view_assets
-from ivm_assets.delta import tables as delta
+from ivm_assets.delta.snapshot import arrow_schema
+from ivm_assets.delta.write import write
 
 
 def test_check_passes_on_a_good_view_and_fails_on_a_tampered_one(builder):
@@ -23,8 +24,8 @@ def test_check_passes_on_a_good_view_and_fails_on_a_tampered_one(builder):
     assert evaluation.passed and evaluation.metadata["rows_missing"].value == 0 and evaluation.metadata["rows_extra"].value == 0
 
     output = project.location("totals").output
-    delta.write(output, pa.table({"k": pa.array([99], pa.int64()), "s": pa.array([1], pa.int64())}, schema=delta.arrow_schema(output)), mode="append")
-    delta.write(builder.uri("events"), pa.table({"k": pa.array([2], pa.int64()), "v": pa.array([1], pa.int64())}), mode="append")
+    write(output, pa.table({"k": pa.array([99], pa.int64()), "s": pa.array([1], pa.int64())}, schema=arrow_schema(output)), mode="append")
+    write(builder.uri("events"), pa.table({"k": pa.array([2], pa.int64()), "v": pa.array([1], pa.int64())}), mode="append")
     bad = dg.materialize([views], resources={"ivm": IvmResource()}, raise_on_error=False)
     [evaluation] = bad.get_asset_check_evaluations()
     assert not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.ERROR

@@ -3,11 +3,12 @@ materializations carry lineage and schema, freshness shows, runs of a project qu
 
 from __future__ import annotations
 
+from ivm_assets.delta.handles import is_delta_table, latest_version
+from ivm_assets.delta.read import read_small
 import time
 
 import pytest
 
-from ivm_assets.delta import tables as delta
 from tests.dagster.dagster_dev import metadata
 
 pytestmark = [pytest.mark.slow, pytest.mark.connect]
@@ -17,8 +18,8 @@ def test_a_launched_run_refreshes_a_view_over_the_warm_spark(dagster_dev, connec
     server, _ = connect_server
     run_id = dagster_dev.launch(["order_status_funnel"])
     assert dagster_dev.wait_run(run_id)["status"] == "SUCCESS", dagster_dev.log.read_text()[-3000:]
-    assert delta.latest_version(str(dagster_dev.demo / "warehouse" / "order_status_funnel")) == 0
-    assert not delta.is_delta_table(str(dagster_dev.demo / "warehouse" / "revenue_by_region_day"))
+    assert latest_version(str(dagster_dev.demo / "warehouse" / "order_status_funnel")) == 0
+    assert not is_delta_table(str(dagster_dev.demo / "warehouse" / "revenue_by_region_day"))
 
     asset = dagster_dev.latest("order_status_funnel")
     [materialization] = asset["assetMaterializations"]
@@ -26,7 +27,7 @@ def test_a_launched_run_refreshes_a_view_over_the_warm_spark(dagster_dev, connec
     entries = metadata(materialization["metadataEntries"])
     assert entries["ivm/mode"]["text"] == "full"
     assert entries["ivm/spark"]["text"] == f"connect {server.url}"  # no Spark of its own
-    assert entries["dagster/row_count"]["intValue"] == delta.read_small(str(dagster_dev.demo / "warehouse" / "order_status_funnel")).num_rows
+    assert entries["dagster/row_count"]["intValue"] == read_small(str(dagster_dev.demo / "warehouse" / "order_status_funnel")).num_rows
     assert [c["name"] for c in entries["dagster/column_schema"]["schema"]["columns"]] == ["status", "orders", "customers"]
     lineage = {e["columnName"]: e["columnDeps"] for e in entries["dagster/column_lineage"]["lineage"]}
     assert lineage["customers"] == [{"assetKey": {"path": ["orders"]}, "columnName": "customer_id"}]

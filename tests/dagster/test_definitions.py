@@ -25,9 +25,9 @@ def test_definitions_py_creates_the_demo_and_validates(tmp_path, monkeypatch):
     assert repo.has_job("demo_source_changes")
     result = module.defs.get_job_def("demo_source_changes").execute_in_process()
     assert result.success
-    from ivm_assets.delta import tables as delta
+    from ivm_assets.delta.handles import latest_version
 
-    assert delta.latest_version(str(tmp_path / "demo" / "sources" / "orders")) == 3
+    assert latest_version(str(tmp_path / "demo" / "sources" / "orders")) == 3
 
 
 def test_the_demo_has_one_way_to_react_to_source_changes_and_builds_missing_views_at_start(tmp_path, monkeypatch):

@@ -8,7 +8,8 @@ import pytest
 
 from ivm_assets.dagster import IvmResource, build_ivm_specs, ivm_view, ivm_view_assets
 from ivm_assets.dagster.python_views import add_python_views
-from ivm_assets.delta import tables as delta
+from ivm_assets.delta.read import read_small
+from ivm_assets.delta.write import create_table
 from ivm_assets.errors import ConfigError
 
 
@@ -17,7 +18,7 @@ def test_python_view_reads_a_dagster_asset_and_a_project_view(builder, tmp_path)
     builder.view("big", "SELECT k, v FROM events WHERE v > 5")
     project = builder.load()
     labels_uri = str(tmp_path / "labels")
-    delta.create_table(labels_uri, pa.table({"k": pa.array([2, 3], pa.int64()), "label": ["two", "three"]}))
+    create_table(labels_uri, pa.table({"k": pa.array([2, 3], pa.int64()), "label": ["two", "three"]}))
     raw_labels = dg.AssetSpec(key=["raw", "labels"], metadata={"dagster/uri": labels_uri})
 
     @ivm_view(inputs={"labels": raw_labels}, group="python", owners=["team:shop"])
@@ -36,7 +37,7 @@ def test_python_view_reads_a_dagster_asset_and_a_project_view(builder, tmp_path)
 
     result = dg.materialize([views], resources={"ivm": IvmResource()})
     assert {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()} == {"big", "labelled_big"}
-    rows = sorted(delta.read_small(project.location("labelled_big").output).to_pylist(), key=lambda r: r["k"])
+    rows = sorted(read_small(project.location("labelled_big").output).to_pylist(), key=lambda r: r["k"])
     assert rows == [{"k": 2, "v": 6, "label": "two"}, {"k": 3, "v": 7, "label": "three"}]
 
 

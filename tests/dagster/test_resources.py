@@ -10,7 +10,7 @@ import sys
 import pyarrow as pa
 import pytest
 
-from ivm_assets.delta import tables as delta
+from ivm_assets.delta.write import write
 from tests.test_fresh_process import _without_java
 
 pytestmark = pytest.mark.slow
@@ -34,7 +34,7 @@ def test_a_run_whose_epoch_runs_in_process_starts_no_jvm(builder, tmp_path):
     orders = builder.source("orders", {"id": [1, 2], "cust": [1, 2], "amount": [10, 20]})
     builder.view("totals", "SELECT cust, SUM(amount) AS total FROM orders GROUP BY cust")
     builder.load().refresh()  # the first build needs Spark: this test session's
-    delta.write(orders, pa.table({"id": [3], "cust": [1], "amount": [5]}), mode="append")
+    write(orders, pa.table({"id": [3], "cust": [1], "amount": [5]}), mode="append")
     run = subprocess.run([sys.executable, "-c", RUN, str(builder.root)], capture_output=True, text=True,
                          env=_without_java(tmp_path), timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from ivm_assets.dagster import build_ivm_sensor, ivm_view_assets
-from ivm_assets.delta import tables as delta
+from ivm_assets.delta.write import delete_rows, write
 
 
 @pytest.fixture
@@ -48,11 +48,11 @@ def test_unchanged_versions_request_nothing(graph):
 def test_one_source_changed_requests_only_its_downstream_views(graph):
     builder, _, sensor = graph
     _, cursor = tick(sensor, None)
-    delta.write(builder.uri("b"), pa.table({"k": pa.array([2], pa.int64()), "y": pa.array([7], pa.int64())}), mode="append")
+    write(builder.uri("b"), pa.table({"k": pa.array([2], pa.int64()), "y": pa.array([7], pa.int64())}), mode="append")
     requested, cursor = tick(sensor, cursor)
     assert requested == [["vab"]]
     assert json.loads(cursor)["sources"] == {"a": 0, "b": 1}
-    delta.delete_rows(builder.uri("a"), "k = 2")
+    delete_rows(builder.uri("a"), "k = 2")
     requested, _ = tick(sensor, cursor)
     assert requested == [["va", "vab", "vv"]]
 
@@ -80,7 +80,7 @@ def test_source_sensor_reports_observations_of_moved_sources_without_runs(builde
     assert sorted((e.asset_key.to_user_string(), e.tags["dagster/data_version"]) for e in first.asset_events) == [("a", "0"), ("b", "0")]
     quiet = sensor(dg.build_sensor_context(cursor=first.cursor))
     assert not quiet.asset_events and quiet.skip_reason
-    delta.write(builder.uri("a"), pa.table({"k": pa.array([2], pa.int64())}), mode="append")
+    write(builder.uri("a"), pa.table({"k": pa.array([2], pa.int64())}), mode="append")
     moved = sensor(dg.build_sensor_context(cursor=first.cursor))
     assert [(e.asset_key.to_user_string(), e.tags["dagster/data_version"]) for e in moved.asset_events] == [("a", "1")]
     assert isinstance(moved.asset_events[0], dg.AssetObservation) and not moved.run_requests

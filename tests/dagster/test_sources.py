@@ -9,7 +9,7 @@ import pyarrow as pa
 from dagster._core.definitions.observe import observe  # the in-process observe; not exported in 1.13
 
 from ivm_assets.dagster import IvmResource, ivm_source_assets, ivm_view_assets
-from ivm_assets.delta import tables as delta
+from ivm_assets.delta.write import write
 
 
 def _project(builder):
@@ -23,7 +23,7 @@ def _project(builder):
 
 def test_observation_reports_the_delta_version(builder):
     project = _project(builder)
-    delta.write(builder.uri("a"), pa.table({"k": pa.array([3], pa.int64()), "x": pa.array([1], pa.int64())}), mode="append")
+    write(builder.uri("a"), pa.table({"k": pa.array([3], pa.int64()), "x": pa.array([1], pa.int64())}), mode="append")
     instance = dg.DagsterInstance.ephemeral()
     assert observe([ivm_source_assets(project=project)], instance=instance).success
     versions = {
@@ -110,7 +110,7 @@ def test_source_sensor_observations_drive_automation_without_a_run(builder):
         instance.report_runless_asset_event(dg.AssetMaterialization(asset_key=view))
     evaluated = dg.evaluate_automation_conditions(defs=defs, instance=instance, evaluation_time=now)
     assert evaluated.total_requested == 0
-    delta.write(builder.uri("b"), pa.table({"k": pa.array([9], pa.int64()), "y": pa.array([1], pa.int64())}), mode="append")
+    write(builder.uri("b"), pa.table({"k": pa.array([9], pa.int64()), "y": pa.array([1], pa.int64())}), mode="append")
     tick(cursor)
     evaluated = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=evaluated.cursor, evaluation_time=now + timedelta(seconds=15))
     assert sorted(r.key.to_user_string() for r in evaluated.results if r.true_subset.size) == ["vab"]

@@ -75,25 +75,27 @@ def test_statistics_of_a_missing_column_choose_every_group(tmp_path):
 
 
 def test_files_a_commit_wrote_are_held_from_the_rows_written_and_read_back_the_same(tmp_path):
-    from ivm_assets.delta import tables as delta
-    from ivm_assets.delta.tables import Epoch
+    from ivm_assets.delta.row_groups import read_row_groups, select_row_groups
+    from ivm_assets.delta.snapshot import snapshot_files
+    from ivm_assets.delta.write import write_epoch
+    from ivm_assets.delta.commit import Epoch
 
     uri = str(tmp_path / "state")
     first = pa.table({"k": pa.array([1, 2], pa.int64()), "v": pa.array(["a", "b"]), "__bucket": pa.array([0, 1], pa.int32())})
-    delta.write_epoch(uri, first, epoch=Epoch("ivm:t", 1, {}), after=None, mode="overwrite", partition_by=["__bucket"])
+    write_epoch(uri, first, epoch=Epoch("ivm:t", 1, {}), after=None, mode="overwrite", partition_by=["__bucket"])
     keys = list(range(10, 5010))
     rows = pa.table({
         "k": pa.array(keys, pa.int64()), "v": pa.array([f"v{k}" for k in keys]), "__bucket": pa.array([k % 2 for k in keys], pa.int32()),
     }).sort_by([("__bucket", "ascending"), ("k", "ascending")])
-    delta.write_epoch(
+    write_epoch(
         uri, rows, epoch=Epoch("ivm:t", 2, {}), after=0, mode="append", partition_by=["__bucket"], row_group_rows=1000, cache_key="k",
     )
     assert parquet_cache.held_bytes() > 0  # the new files' groups, not decoded from disk
     wanted = pa.array([2, 11, 12, 4999, 5009], pa.int64())
 
     def lookup() -> list[tuple]:
-        snap = delta.snapshot_files(uri)
-        found = delta.read_row_groups(delta.select_row_groups(snap, key="k", values=wanted))
+        snap = snapshot_files(uri)
+        found = read_row_groups(select_row_groups(snap, key="k", values=wanted))
         return sorted(zip(found.column("k").to_pylist(), found.column("v").to_pylist()))
 
     warm = lookup()

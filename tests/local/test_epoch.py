@@ -22,7 +22,7 @@ def _refresh(project) -> dict:
 
 
 def test_filter_project_aggregate_distinct_run_in_process_and_match_a_recompute(builder):
-    from ivm_assets.delta import tables as delta
+    from ivm_assets.delta.write import delete_rows, update_rows
 
     uri = builder.source("orders", _orders([(i, i % 3, ["north", "south", None][i % 3], Decimal(f"{i}.25"), i) for i in range(1, 40)]))
     builder.view(
@@ -39,14 +39,14 @@ def test_filter_project_aggregate_distinct_run_in_process_and_match_a_recompute(
     project = builder.load()
     project.refresh()
     write_deltalake(uri, _orders([(100, 1, "north", Decimal("7.50"), None), (101, 2, "east", Decimal("3.00"), 4), (102, 0, None, Decimal("29.99"), 2)]), mode="append")
-    delta.delete_rows(uri, "id IN (3, 4, 5)")
-    delta.update_rows(uri, set_sql={"amount": "amount + 1"}, predicate="id = 7")
+    delete_rows(uri, "id IN (3, 4, 5)")
+    update_rows(uri, set_sql={"amount": "amount + 1"}, predicate="id = 7")
     for result in _refresh(project).values():
         assert (result.mode, result.engine) == ("incremental", "in process"), result
         assert result.stats.get("spark_jobs", 0) == 0
     assert_oracle(project)
     # Every group leaves: the groups' rows are retracted, the global row stays (count 0).
-    delta.delete_rows(uri, "id > 0")
+    delete_rows(uri, "id > 0")
     assert {r.engine for r in _refresh(project).values()} == {"in process"}
     assert output_rows(project, "by_region") == output_rows(project, "extremes") == output_rows(project, "pairs") == []
     assert output_rows(project, "top_custs") == output_rows(project, "firsts") == []
@@ -87,7 +87,7 @@ def _customers(rows):
 
 
 def test_joins_run_in_process_on_both_sides_changing(builder):
-    from ivm_assets.delta import tables as delta
+    from ivm_assets.delta.write import delete_rows, update_rows
 
     orders = builder.source("orders", _orders([(i, i % 7 if i % 11 else None, "north", Decimal(f"{i}.50"), i % 4) for i in range(1, 60)]))
     customers = builder.source("customers", _customers([(c, ["a", "b"][c % 2], c % 3) for c in range(0, 7)]))
@@ -100,9 +100,9 @@ def test_joins_run_in_process_on_both_sides_changing(builder):
     project = builder.load()
     project.refresh()
     write_deltalake(orders, _orders([(100, 3, "x", Decimal("1.00"), 2), (101, None, "x", Decimal("2.00"), 1)]), mode="append")
-    delta.delete_rows(orders, "id IN (5, 6, 7)")
-    delta.update_rows(customers, set_sql={"segment": "'b'"}, predicate="cid = 2")
-    delta.delete_rows(customers, "cid = 4")
+    delete_rows(orders, "id IN (5, 6, 7)")
+    update_rows(customers, set_sql={"segment": "'b'"}, predicate="cid = 2")
+    delete_rows(customers, "cid = 4")
     write_deltalake(customers, _customers([(4, "a", 1), (8, "a", 0)]), mode="append")
     results = _refresh(project)
     assert {(r.mode, r.engine) for r in results.values()} == {("incremental", "in process")}, results

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from ivm_assets.delta.write import write
 import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ivm_assets.delta import tables as delta
 from tests.conftest import assert_oracle, output_rows
 from tests.operators.harness import property_settings, run_random_batches
 
@@ -51,7 +51,7 @@ def test_a_small_group_state_costs_one_job_and_stores_only_touched_groups(builde
     builder.view("sums", "SELECT k, SUM(v) AS sv, COUNT(*) AS n FROM t WHERE v > 0 GROUP BY k")
     project = builder.load()
     project.refresh()
-    delta.write(builder.uri("t"), pa.table({"k": pa.array([2], pa.int64()), "v": pa.array([0.25])}), mode="append")
+    write(builder.uri("t"), pa.table({"k": pa.array([2], pa.int64()), "v": pa.array([0.25])}), mode="append")
     [result] = project.refresh()
     assert result.mode == "incremental"
     assert result.stats["spark_jobs"] == 1  # input change, new groups and output in one job
@@ -70,7 +70,7 @@ def test_full_build_of_global_aggregates_over_no_rows_has_their_one_row(builder)
     assert {r.mode for r in project.refresh()} == {"full"}
     assert output_rows(project, "plain") == [(0, None, None)]
     assert output_rows(project, "with_min") == [(0, None)]
-    delta.write(builder.uri("t"), pa.table({"k": pa.array([3], pa.int64()), "v": pa.array([12.5])}), mode="append")
+    write(builder.uri("t"), pa.table({"k": pa.array([3], pa.int64()), "v": pa.array([12.5])}), mode="append")
     assert {r.mode for r in project.refresh()} == {"incremental"}
     assert output_rows(project, "plain") == [(1, 12.5, 12.5)]
     assert output_rows(project, "with_min") == [(1, 12.5)]

@@ -16,7 +16,8 @@ import itertools
 
 import pyarrow as pa
 
-from ivm_assets.delta import tables as delta
+from ivm_assets.delta.read import read_small
+from ivm_assets.delta.write import delete_rows, update_rows, write
 from ivm_assets.spark.arrow import normalize_table
 from tests.conftest import assert_oracle
 from tests.random_changes import SCHEMA, initial_table
@@ -48,7 +49,7 @@ VIEWS = {
 
 
 def _where(uri: str, ids: list[int]) -> pa.Table:
-    table = normalize_table(delta.read_small(uri)).select(SCHEMA.names).cast(SCHEMA)
+    table = normalize_table(read_small(uri)).select(SCHEMA.names).cast(SCHEMA)
     return table.filter(pa.compute.is_in(table.column("id"), value_set=pa.array(ids, pa.int64())))
 
 
@@ -62,16 +63,16 @@ def test_changes_that_cancel_leave_every_view_right(builder, engine):
     dropped = pa.Table.from_pylist([{"id": 99, "k": None, "v": -1000, "x": None, "s": None}], schema=SCHEMA)
     epochs = [
         # A no-op UPDATE: every row of t deleted and inserted again by the change feed.
-        ([lambda: delta.update_rows(t, set_sql={"v": "v"}, predicate="id > 0")], VIEWS, True),
+        ([lambda: update_rows(t, set_sql={"v": "v"}, predicate="id > 0")], VIEWS, True),
         # Rows deleted, then the same rows inserted again.
-        ([lambda: (lambda rows: (delta.delete_rows(t, "id IN (2, 3)"), delta.write(t, rows, mode="append")))(_where(t, [2, 3]))],
+        ([lambda: (lambda rows: (delete_rows(t, "id IN (2, 3)"), write(t, rows, mode="append")))(_where(t, [2, 3]))],
          VIEWS, True),
         # A row that arrives and leaves within the epoch.
-        ([lambda: delta.write(u, dropped, mode="append"), lambda: delta.delete_rows(u, "id = 99")], VIEWS, True),
+        ([lambda: write(u, dropped, mode="append"), lambda: delete_rows(u, "id = 99")], VIEWS, True),
         # Only the other side changes, and that change too cancels.
-        ([lambda: delta.update_rows(u, set_sql={"k": "k"}, predicate="id > 0")], VIEWS, True),
+        ([lambda: update_rows(u, set_sql={"k": "k"}, predicate="id > 0")], VIEWS, True),
         # An insert the views' WHERE drops: their filtered input does not change.
-        ([lambda: delta.write(t, dropped, mode="append")], ("filtered", "top_offset"), False),
+        ([lambda: write(t, dropped, mode="append")], ("filtered", "top_offset"), False),
     ]
     for changes, quiet, at_source in epochs:
         for change in changes:

@@ -12,7 +12,7 @@ import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ivm_assets.delta import tables as delta
+from ivm_assets.delta.write import update_rows, write
 from ivm_assets.operators import top_k
 from tests.conftest import assert_engine, assert_oracle, output_rows
 from tests.operators.harness import property_settings, run_random_batches
@@ -47,10 +47,10 @@ def test_change_that_cancels_out_keeps_every_row(builder, engine):
     builder.view("w", "SELECT c_custkey FROM customer WHERE c_name <> 'zed' ORDER BY c_name DESC LIMIT 5")
     project = builder.load()
     project.refresh()
-    delta.update_rows(builder.uri("customer"), set_sql={"c_name": "'alice'"}, predicate="c_custkey = 1")
+    update_rows(builder.uri("customer"), set_sql={"c_name": "'alice'"}, predicate="c_custkey = 1")
     assert_engine(project.refresh(), engine)
     assert output_rows(project, "v") == [(1, "alice"), (2, "bob")]
-    delta.write(builder.uri("customer"), pa.table({"c_custkey": pa.array([3], pa.int64()), "c_name": ["zed"]}), mode="append")
+    write(builder.uri("customer"), pa.table({"c_custkey": pa.array([3], pa.int64()), "c_name": ["zed"]}), mode="append")
     assert_engine(project.refresh(), engine)
     assert output_rows(project, "w") == [(1,), (2,)]
     assert_oracle(project)

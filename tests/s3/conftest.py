@@ -151,11 +151,11 @@ class S3Project:
         storage.register(self.base, server.options(), origin="the test's S3Project")
 
     def source(self, name: str, table: pa.Table | dict) -> str:
-        from ivm_assets.delta import tables as delta
+        from ivm_assets.delta.write import create_table
 
         table = table if isinstance(table, pa.Table) else pa.table(table)
         uri = f"{self.base}/sources/{name}"
-        delta.create_table(uri, table)
+        create_table(uri, table)
         self.sources[name] = uri
         return uri
 

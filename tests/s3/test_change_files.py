@@ -8,7 +8,8 @@ import pytest
 from deltalake import DeltaTable
 
 from ivm_assets.delta import change_files, storage
-from ivm_assets.delta import tables as delta
+from ivm_assets.delta.handles import latest_version
+from ivm_assets.delta.write import create_table
 from tests.delta.test_change_files import _edit, _rows, _same_as_load_cdf
 
 pytestmark = pytest.mark.s3
@@ -16,9 +17,9 @@ pytestmark = pytest.mark.s3
 
 def test_a_partitioned_range_on_s3_equals_load_cdf(s3_project):
     uri = f"{s3_project.base}/t"
-    delta.create_table(uri, _rows(range(100)), partition_by=["part"])
+    create_table(uri, _rows(range(100)), partition_by=["part"])
     _edit(uri)
-    upto = delta.latest_version(uri)
+    upto = latest_version(uri)
     whole = _same_as_load_cdf(s3_project.spark, uri, 0, upto)
     assert sum(whole.values()) > 100
     _same_as_load_cdf(s3_project.spark, uri, 3, upto, columns=("id", "part"))

@@ -9,7 +9,8 @@ import yaml
 
 from ivm_assets import IvmProject
 from ivm_assets.dagster import IvmResource, ivm_view_assets
-from ivm_assets.delta import tables as delta
+from ivm_assets.delta.read import read_small
+from ivm_assets.delta.write import create_table, delete_rows, update_rows
 from ivm_assets.demo import VIEWS, create_demo_project
 from tests.conftest import assert_oracle
 from tests.s3.conftest import SECRET_ENV
@@ -22,7 +23,7 @@ def test_demo_views_materialize_on_s3_without_showing_the_secret(s3_project, spa
     config = yaml.safe_load((root / "ivm.yaml").read_text())
     for name in config["sources"]:  # the generated sources, copied into the bucket
         uri = f"{s3_project.base}/sources/{name}"
-        delta.create_table(uri, delta.read_small(str(root / "sources" / name)))
+        create_table(uri, read_small(str(root / "sources" / name)))
         config["sources"][name] = uri
     config["warehouse"] = f"{s3_project.base}/warehouse"
     # ivm.yaml holds no secret: the definitions' reads (specs, lineage) get it as the
@@ -37,8 +38,8 @@ def test_demo_views_materialize_on_s3_without_showing_the_secret(s3_project, spa
     first = dg.materialize([views], resources={"ivm": resource}, instance=instance)
     assert first.success
     orders = config["sources"]["orders"]
-    delta.delete_rows(config["sources"]["order_lines"], "order_id = 1")
-    delta.update_rows(orders, set_sql={"status": "'shipped'"}, predicate="order_id IN (2, 3)")
+    delete_rows(config["sources"]["order_lines"], "order_id = 1")
+    update_rows(orders, set_sql={"status": "'shipped'"}, predicate="order_id IN (2, 3)")
     assert {e.asset_key.to_user_string() for e in first.get_asset_materialization_events()} == set(VIEWS)
     # Two views are enough for the second run: one incremental, one recomputed (PERCENT_RANK).
     second = dg.materialize([views], selection=["order_status_funnel", "top_customers"], resources={"ivm": resource}, instance=instance)

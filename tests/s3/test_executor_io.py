@@ -15,9 +15,18 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from ivm_assets.delta import storage
-from ivm_assets.delta import tables as delta
-from ivm_assets.delta.tables import Epoch
+from ivm_assets.delta import read as delta_read, row_groups, storage, write as delta_write
+from ivm_assets.delta.commit import COMPACTION, Epoch
+from ivm_assets.delta.handles import is_delta_table
+from ivm_assets.delta.log import head
+from ivm_assets.delta.maintenance import rewrite_rows
+from ivm_assets.delta.read import data_files, read_snapshot
+from ivm_assets.delta.row_groups import read_row_groups
+from ivm_assets.delta.snapshot import file_count, normalize_schema_of, row_count, snapshot_files
+from ivm_assets.delta.staging import commit_staged, read_staged, stage_files
+from ivm_assets.delta.write import create_table, delete_rows, write
+from ivm_assets.spark.arrow import to_arrow, to_spark
+from ivm_assets.state import arrangement
 
 from tests.spark.connect_server import connect_server  # noqa: F401  (the shared Connect server fixture)
 
@@ -43,11 +52,11 @@ def _sorted(rows: list) -> list:
 
 def test_a_partitioned_snapshot_is_read_by_the_executors(s3_project, monkeypatch):
     uri = f"{s3_project.base}/t"
-    delta.create_table(uri, _rows(5000), partition_by=["part"])
-    delta.write(uri, _rows(100, 5000).drop_columns(["name"]).append_column("name", pa.nulls(100, pa.string())), mode="append")
+    create_table(uri, _rows(5000), partition_by=["part"])
+    write(uri, _rows(100, 5000).drop_columns(["name"]).append_column("name", pa.nulls(100, pa.string())), mode="append")
     collected = []
-    monkeypatch.setattr(delta, "to_spark", lambda *a: collected.append(a) or pytest.fail("rows went through the driver"))
-    df = delta.read_snapshot(s3_project.spark, uri)
+    monkeypatch.setattr(delta_read, "to_spark", lambda *a: collected.append(a) or pytest.fail("rows went through the driver"))
+    df = read_snapshot(s3_project.spark, uri)
     assert df.columns == ["id", "name", "amount", "at", "part"]
     expected = _rows(5000).to_pylist() + _rows(100, 5000).to_pylist()
     for row in expected:
@@ -63,16 +72,16 @@ def test_files_staged_on_s3_are_read_back_and_committed(s3_project):
     spark = s3_project.spark
     uri = f"{s3_project.base}/state"
     rows = spark.createDataFrame(_rows(20000).to_pandas()).withColumnRenamed("part", "__bucket")
-    files = delta.stage_files(uri, rows, partition_by=["__bucket"], sort_by=["id"], row_group_rows=4096)
+    files = stage_files(uri, rows, partition_by=["__bucket"], sort_by=["id"], row_group_rows=4096)
     assert files.rows == 20000 and {a.partition_values["__bucket"] for a in files.actions} == {"0", "1", "2"}
     assert all(a.path.startswith("__bucket=") and a.path.split("/")[1].startswith("part-") for a in files.actions)
-    staged = delta.read_staged(spark, uri, files)
+    staged = read_staged(spark, uri, files)
     assert staged.columns == rows.columns
     assert _sorted(staged.collect()) == _sorted(rows.collect())
-    assert not delta.is_delta_table(uri)
-    delta.commit_staged(uri, files, epoch=Epoch("ivm:t", 1, {}), after=None)
-    assert delta.row_count(uri, 0) == 20000
-    assert _sorted(delta.read_snapshot(spark, uri).select(*rows.columns).collect()) == _sorted(rows.collect())
+    assert not is_delta_table(uri)
+    commit_staged(uri, files, epoch=Epoch("ivm:t", 1, {}), after=None)
+    assert row_count(uri, 0) == 20000
+    assert _sorted(read_snapshot(spark, uri).select(*rows.columns).collect()) == _sorted(rows.collect())
     import pyarrow.parquet as pq
 
     fs, path = storage.filesystem(f"{uri}/{files.actions[0].path}")
@@ -86,19 +95,19 @@ def test_a_compaction_on_s3_is_written_by_the_executors(s3_project, monkeypatch)
     for i in range(4):
         rows = _rows(1000, i * 1000).rename_columns(["id", "name", "amount", "at", "__bucket"])
         if i == 0:
-            delta.create_table(uri, rows, partition_by=["__bucket"])
+            create_table(uri, rows, partition_by=["__bucket"])
         else:
-            delta.write(uri, rows, mode="append")
-    before = delta.read_snapshot(spark, uri, version=3)
+            write(uri, rows, mode="append")
+    before = read_snapshot(spark, uri, version=3)
     expected = _sorted(before.collect())
-    monkeypatch.setattr(delta, "to_arrow", lambda *a: pytest.fail("rows went through the driver"))
-    assert delta.rewrite_rows(
+    monkeypatch.setattr(delta_write, "to_arrow", lambda *a: pytest.fail("rows went through the driver"))
+    assert rewrite_rows(
         uri, before, after=3, partition_by=["__bucket"], sort_by=["id"], row_group_rows=4096, metadata={"why": "test"}
     )
-    assert delta.file_count(uri, 4) == 3  # one file per bucket: the rows are repartitioned by it
-    assert delta.head(uri)[1].get(delta.COMPACTION) == "true"
-    assert _sorted(delta.read_snapshot(spark, uri, version=4).collect()) == expected
-    assert delta.row_count(uri, 4) == 4000
+    assert file_count(uri, 4) == 3  # one file per bucket: the rows are repartitioned by it
+    assert head(uri)[1].get(COMPACTION) == "true"
+    assert _sorted(read_snapshot(spark, uri, version=4).collect()) == expected
+    assert row_count(uri, 4) == 4000
 
 
 # --- a full build through the executors ------------------------------------------------------
@@ -122,8 +131,8 @@ def _shop(p) -> None:
 
 def _change(p, step: int) -> None:
     uri = p.sources["orders"]
-    delta.write(uri, pa.Table.from_pylist([{"id": N_ORDERS + step, "cust": step, "amount": Decimal(5 + step)}], schema=ORDERS), mode="append")
-    delta.delete_rows(uri, f"id = {step * 7}")
+    write(uri, pa.Table.from_pylist([{"id": N_ORDERS + step, "cust": step, "amount": Decimal(5 + step)}], schema=ORDERS), mode="append")
+    delete_rows(uri, f"id = {step * 7}")
 
 
 class _Driver:
@@ -133,16 +142,16 @@ class _Driver:
     def __init__(self, monkeypatch) -> None:
         self.rows = 0
         self.reads = 0
-        for name in ("to_arrow", "to_spark"):
-            real = getattr(delta, name)
-            monkeypatch.setattr(delta, name, self._counting(real))
-        real_groups = delta.read_row_groups
+        # Where the Delta modules and the state tables call them.
+        monkeypatch.setattr(delta_write, "to_arrow", self._counting(to_arrow))
+        monkeypatch.setattr(delta_read, "to_spark", self._counting(to_spark))
 
-        def read_row_groups(*args, **kwargs):
+        def counted(*args, **kwargs):
             self.reads += 1
-            return real_groups(*args, **kwargs)
+            return read_row_groups(*args, **kwargs)
 
-        monkeypatch.setattr(delta, "read_row_groups", read_row_groups)
+        monkeypatch.setattr(row_groups, "read_row_groups", counted)
+        monkeypatch.setattr(arrangement, "read_row_groups", counted)
 
     def _counting(self, real):
         def call(*args):
@@ -195,7 +204,7 @@ def test_the_secret_appears_in_no_plan_log_or_error_of_a_full_build(s3_project, 
     project = s3_project.load()
     shown = [f"{r.summary()} {r.stats} {r!r}" for r in project.refresh()]
     spark = s3_project.spark
-    read = delta.read_snapshot(spark, s3_project.sources["orders"])
+    read = read_snapshot(spark, s3_project.sources["orders"])
     plan = executor_io.write_plan(read, root=f"{s3_project.base}/x", partitions=[], row_group_rows=None, row_group_bytes=1 << 20)
     for df in (read, plan):
         df.explain(mode="extended")
@@ -204,12 +213,12 @@ def test_the_secret_appears_in_no_plan_log_or_error_of_a_full_build(s3_project, 
     # The store refuses a read on the executors: its error, as the driver sees it.
     wrong = "wrong-secret-for-the-executors"
     orders = s3_project.sources["orders"]
-    snap = delta.snapshot_files(orders)
-    schema = delta.normalize_schema_of(snap.table)
+    snap = snapshot_files(orders)
+    schema = normalize_schema_of(snap.table)
     storage.register(orders, s3_project.server.options(secret=wrong), origin="the test")
     with pytest.raises(Exception) as refused:
         executor_io.read_files(
-            spark, delta._data_files(snap), root=orders, schema=schema, spark_schema=spark_schema(schema), partitions=[]
+            spark, data_files(snap), root=orders, schema=schema, spark_schema=spark_schema(schema), partitions=[]
         ).count()
     shown += [str(refused.value), repr(refused.value), "".join(traceback.format_exception(refused.value))]
     assert "executor I/O of s3://" in shown[-1] and "AWS Error" in shown[-1], shown[-1][-3000:]
@@ -245,7 +254,7 @@ def test_sigkill_mid_full_build_leaves_only_unreferenced_files_and_a_rerun_build
     referenced = set()
     for name in Progress(where.progress).last_committed().payload["state_versions"]:
         uri = f"{where.state_root}/{name}"
-        referenced |= {f.split(f"{s3_project.base}/", 1)[1] for f in delta.snapshot_files(uri).files}
+        referenced |= {f.split(f"{s3_project.base}/", 1)[1] for f in snapshot_files(uri).files}
     assert not referenced & set(left), "a killed write's files are never part of a table"
 
 
@@ -253,8 +262,8 @@ def test_sigkill_mid_full_build_leaves_only_unreferenced_files_and_a_rerun_build
 def test_a_retried_write_task_leaves_its_first_attempts_files_out_of_the_commit(s3_project):
     """Each write task's first attempt fails after writing its files (Spark retries it: the
     child's master allows two attempts); the commit holds the files of one attempt per task."""
-    from ivm_assets.testing.faults import FAIL_FIRST_WRITE_ATTEMPT
     from ivm_assets.state.progress import Progress
+    from ivm_assets.testing.faults import FAIL_FIRST_WRITE_ATTEMPT
     from tests.conftest import assert_oracle
 
     _shop(s3_project)
@@ -270,7 +279,7 @@ def test_a_retried_write_task_leaves_its_first_attempts_files_out_of_the_commit(
     written = {k for k in s3_project.server.objects(s3_project.bucket) if k.startswith("warehouse/") and _EXECUTOR_FILE.search(k)}
     referenced = set()
     for uri in [where.output, *(f"{where.state_root}/{n}" for n in Progress(where.progress).last_committed().payload["state_versions"])]:
-        referenced |= {f.split(f"{s3_project.base}/", 1)[1] for f in delta.snapshot_files(uri).files if _EXECUTOR_FILE.search(f)}
+        referenced |= {f.split(f"{s3_project.base}/", 1)[1] for f in snapshot_files(uri).files if _EXECUTOR_FILE.search(f)}
     assert referenced and referenced < written, "the failed attempts' files exist and are not committed"
 
 

@@ -25,7 +25,7 @@ import pytest
 from deltalake import DeltaTable
 
 from ivm_assets.delta import storage
-from ivm_assets.delta import tables as delta
+from ivm_assets.delta.write import delete_rows, write
 from ivm_assets.errors import IvmError, StorageError
 from ivm_assets.state.progress import Progress
 from tests.conftest import assert_oracle
@@ -89,8 +89,8 @@ class Proxy:
 def _changes(p, step: int) -> None:
     uri = p.sources["orders"]
     rows = [{"id": 100 * step + i, "cust": (step + i) % 3, "amount": Decimal(step + i)} for i in range(3)]
-    delta.write(uri, pa.Table.from_pylist(rows, schema=ORDERS), mode="append")
-    delta.delete_rows(uri, f"id = {step}")
+    write(uri, pa.Table.from_pylist(rows, schema=ORDERS), mode="append")
+    delete_rows(uri, f"id = {step}")
 
 
 @pytest.fixture

@@ -16,7 +16,9 @@ import pytest
 from deltalake import write_deltalake
 
 from ivm_assets.delta import storage
-from ivm_assets.delta import tables as delta
+from ivm_assets.delta.handles import is_delta_table, latest_version, reusing_handles
+from ivm_assets.delta.maintenance import clean_log
+from ivm_assets.delta.write import delete_rows, write
 from ivm_assets.errors import CommitConflictError, StorageError
 from ivm_assets.state.progress import Progress
 from tests.conftest import assert_oracle
@@ -39,8 +41,8 @@ def _shop(p) -> None:
 
 def _change(p, step: int) -> None:
     uri = p.sources["orders"]
-    delta.write(uri, pa.Table.from_pylist([{"id": 100 + step, "cust": step % 3, "amount": Decimal(5 + step)}], schema=ORDERS), mode="append")
-    delta.delete_rows(uri, f"id = {1 + step % 6}")
+    write(uri, pa.Table.from_pylist([{"id": 100 + step, "cust": step % 3, "amount": Decimal(5 + step)}], schema=ORDERS), mode="append")
+    delete_rows(uri, f"id = {1 + step % 6}")
 
 
 def test_first_build_then_incremental_epochs_in_process_and_in_spark(s3_project, monkeypatch):
@@ -157,7 +159,7 @@ def test_a_source_schema_change(s3_project):
     assert result.mode == "incremental", result.summary()  # a column the view does not read
     assert_oracle(project)
     retyped = pa.schema([("id", pa.int64()), ("cust", pa.int64()), ("amount", pa.float64())])
-    delta.write(uri, pa.Table.from_pylist([{"id": 1, "cust": 0, "amount": 1.5}], schema=retyped), mode="overwrite")
+    write(uri, pa.Table.from_pylist([{"id": 1, "cust": 0, "amount": 1.5}], schema=retyped), mode="overwrite")
     [result] = project.refresh()
     assert result.mode == "full" and "amount" in result.reason, result.summary()
     assert_oracle(project)
@@ -186,7 +188,7 @@ def test_internal_log_cleanup_on_s3(s3_project):
         state = progress.commit(state, started=None)
     log = [k for k in s3_project.server.objects(s3_project.bucket) if "/_progress/_delta_log/" in k and k.endswith(".json")]
     assert len(log) == 25
-    delta.clean_log(uri)
+    clean_log(uri)
     log = [k for k in s3_project.server.objects(s3_project.bucket) if "/_progress/_delta_log/" in k and k.endswith(".json")]
     assert len(log) < 25 and log[-1].endswith(f"{24:020d}.json"), log
     assert progress.read().version == 24
@@ -270,14 +272,14 @@ def test_a_source_that_moved_is_read_from_its_new_commits_only(s3_project):
     kept handle up to date with the new commits instead of replaying the source's log."""
     uri = s3_project.source("events", {"id": pa.array([0], pa.int64())})
     for i in range(1, 15):
-        delta.write(uri, pa.table({"id": pa.array([i], pa.int64())}), mode="append")
-    with delta.reusing_handles():
-        assert delta.latest_version(uri) == 14
-    delta.write(uri, pa.table({"id": pa.array([15], pa.int64())}), mode="append")
+        write(uri, pa.table({"id": pa.array([i], pa.int64())}), mode="append")
+    with reusing_handles():
+        assert latest_version(uri) == 14
+    write(uri, pa.table({"id": pa.array([15], pa.int64())}), mode="append")
     server = s3_project.server
     mark = server.mark()
-    with delta.reusing_handles():
-        assert delta.latest_version(uri) == 15
+    with reusing_handles():
+        assert latest_version(uri) == 15
     requests = server.requests_since(mark)
     old_commits = [p for _, p, _ in requests if any(p.endswith(f"{v:020d}.json") for v in range(14))]
     assert old_commits == [] and len(requests) <= 6, requests
@@ -302,9 +304,9 @@ def test_is_delta_table_on_s3_asks_for_the_first_commit_then_lists_the_log(s3_pr
     """Without delta-rs' is_deltatable, which holds the GIL while it waits on the store (the
     claim's renewals would stop): a HEAD of the first commit, else a listing of the log."""
     uri = s3_project.source("t", {"id": pa.array([1], pa.int64())})
-    assert delta.is_delta_table(uri) and not delta.is_delta_table(f"{s3_project.base}/nothing_here")
+    assert is_delta_table(uri) and not is_delta_table(f"{s3_project.base}/nothing_here")
     client, key = s3_project.server.client(), f"sources/t/_delta_log/{0:020d}.json"
     body = client.get_object(Bucket=s3_project.bucket, Key=key)["Body"].read()
     client.put_object(Bucket=s3_project.bucket, Key=f"sources/t/_delta_log/{7:020d}.json", Body=body)
     client.delete_object(Bucket=s3_project.bucket, Key=key)  # as a log cleanup after a checkpoint leaves it
-    assert delta.is_delta_table(uri)
+    assert is_delta_table(uri)

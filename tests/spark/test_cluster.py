@@ -190,7 +190,6 @@ import json, sys
 from decimal import Decimal
 import pyarrow as pa
 from ivm_assets import IvmProject
-from ivm_assets.delta import tables as delta
 from ivm_assets.spark.cluster import master_of
 
 project = IvmProject.load(sys.argv[1])

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pyarrow as pa
 from pyspark.sql import functions as F
 
-from ivm_assets.delta import tables as delta
-from ivm_assets.delta.tables import Epoch
+from ivm_assets.delta.commit import Epoch
+from ivm_assets.delta.snapshot import snapshot_files
 from ivm_assets.operators.base import EpochContext, materialize
 from ivm_assets.state.arrangement import ROW_GROUP_ROWS, StateTable, with_bucket
 from ivm_assets.zset import BUCKET, WEIGHT
@@ -36,8 +36,8 @@ def test_small_change_reads_only_touched_buckets(spark, tmp_path):
 
     bucket = touched.values(BUCKET)[0]
     uri = table.uri(str(tmp_path))
-    one_bucket = delta.snapshot_files(uri, version=0, partition_filters=[(BUCKET, "in", [str(bucket)])]).bytes
-    assert ctx.stats["state_bytes_scanned"] == one_bucket < delta.snapshot_files(uri, version=0).bytes
+    one_bucket = snapshot_files(uri, version=0, partition_filters=[(BUCKET, "in", [str(bucket)])]).bytes
+    assert ctx.stats["state_bytes_scanned"] == one_bucket < snapshot_files(uri, version=0).bytes
     assert ctx.stats["state_reads_on_driver"] == 1  # small: read by pyarrow, no Spark scan
     assert [tuple(r) for r in read.df.collect()] == [(42, 84, 1)]
     assert not read.large
@@ -72,7 +72,7 @@ def test_scattered_keys_in_files_over_the_driver_budget_are_read_on_the_driver(s
     keys = [3, 250_001, 620_017, 999_999]  # spread over the whole key range
     touched_rows = spark.createDataFrame(pa.table({"k": pa.array(keys, pa.int64()), WEIGHT: pa.array([1] * 4, pa.int64())}))
     touched = materialize(with_bucket(touched_rows, ("k",), 8), small=True)
-    scanned = delta.snapshot_files(table.uri(str(tmp_path)), version=0, partition_filters=[(BUCKET, "in", [str(b) for b in touched.values(BUCKET)])]).bytes
+    scanned = snapshot_files(table.uri(str(tmp_path)), version=0, partition_filters=[(BUCKET, "in", [str(b) for b in touched.values(BUCKET)])]).bytes
     budget = scanned // 3  # the touched buckets' files (~30 row groups each) are over it, four row groups are not
     monkeypatch.setattr(arrangement, "DRIVER_READ_BYTES", budget)
 

@@ -1,0 +1,91 @@
+"""Maintenance of the tables ivm owns: compactions (the same logical content in fewer
+files, committed as such so that fenced commits of an epoch may land after them), log
+cleanup, and removal of state tables a plan no longer names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+from deltalake import CommitProperties
+from pyspark.sql import DataFrame
+
+from ivm_assets.delta import storage
+from ivm_assets.delta.commit import COMPACTION, fenced_commit
+from ivm_assets.delta.handles import is_delta_table, open_table
+from ivm_assets.delta.staging import commit_files, stage_files
+from ivm_assets.delta.write import write_at
+from ivm_assets.errors import CommitConflictError
+
+
+def rewrite(
+    uri: str, table: pa.Table, *, after: int, partition_by: list[str], row_group_rows: int, metadata: dict[str, str] | None = None
+) -> bool:
+    """Replace the table's content by ``table`` (same logical content, fewer files), right
+    after version ``after``, with ``metadata`` in the commit info. Returns False, committing
+    nothing, when the table moved."""
+
+    def write(at: int | None, properties: CommitProperties) -> None:
+        write_at(uri, table, at, mode="overwrite", properties=properties, partition_by=partition_by, row_group_rows=row_group_rows)
+
+    return _compaction_commit(uri, after, write, metadata)
+
+
+def rewrite_rows(
+    uri: str, rows: DataFrame, *, after: int, partition_by: list[str], sort_by: list[str], row_group_rows: int, metadata: dict[str, str]
+) -> bool:
+    """:func:`rewrite` of a Spark DataFrame (sorted by ``partition_by`` + ``sort_by``): its
+    files are written by the executors, as in :func:`~ivm_assets.delta.write.overwrite_epoch`."""
+    files = stage_files(uri, rows, partition_by=partition_by, sort_by=sort_by, row_group_rows=row_group_rows)
+    return _compaction_commit(uri, after, lambda at, properties: commit_files(uri, at, files, properties), metadata)
+
+
+def _compaction_commit(
+    uri: str, after: int, write: Callable[[int | None, CommitProperties], None], metadata: dict[str, str] | None
+) -> bool:
+    """Make a compaction's commit with ``write`` right after version ``after``, marked as a
+    compaction; False, committing nothing, when the table moved."""
+    properties = CommitProperties(custom_metadata={COMPACTION: "true", **(metadata or {})}, max_commit_retries=0)
+
+    def attempt(at: int | None) -> bool:
+        write(at, properties)
+        return True
+
+    try:
+        fenced_commit(uri, after, attempt)
+    except CommitConflictError:
+        return False
+    return True
+
+
+def clean_log(uri: str) -> None:
+    """Remove the log files of an internal table that no version from its last checkpoint on
+    needs (:data:`~ivm_assets.delta.properties.INTERNAL_TABLE`; a table created with Delta's default retention keeps its
+    files 30 days). Call only when no epoch in flight reads an older version."""
+    if is_delta_table(uri):
+        with storage.failures(uri):
+            open_table(uri).cleanup_metadata()
+
+
+def remove_tables_except(root: str, kept: list[str]) -> int:
+    """Delete the Delta tables directly under ``root`` whose folder is not in ``kept`` (and
+    does not start with ``_``, which is ivm's own bookkeeping); returns how many.
+
+    Used for state tables a new plan no longer names, on any store (on an object store, a
+    listing of ``root`` and one of each table removed).
+    """
+    fs, path = storage.filesystem(root)
+    with storage.failures(root):
+        children = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
+    removed = 0
+    for child in sorted(children, key=lambda c: c.base_name):
+        name = child.base_name
+        uri = f"{storage.normalize(root)}/{name}"
+        if child.type != pafs.FileType.Directory or name.startswith("_") or name in kept or not is_delta_table(uri):
+            continue
+        with storage.failures(uri):
+            fs.delete_dir(child.path)
+        removed += 1
+    return removed

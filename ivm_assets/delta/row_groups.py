@@ -1,0 +1,195 @@
+"""Selective reads on the driver: the row groups of a snapshot's files that may hold
+wanted keys (chosen from the parquet footers' statistics), read by pyarrow.
+
+For small, selective reads: no Spark job, no Spark file index.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ivm_assets.delta import parquet_cache
+from ivm_assets.delta.snapshot import SnapshotFiles, file_key, normalize_schema_of, partition_values
+from ivm_assets.spark.arrow import normalize_table
+
+
+@dataclass
+class ReadCost:
+    """What :func:`read_files_arrow` read: row groups, their rows and compressed bytes, and
+    how many of those groups were decoded from disk (the others were in the parquet cache)."""
+
+    row_groups: int = 0
+    rows: int = 0
+    bytes: int = 0
+    decoded: int = 0
+
+
+@dataclass
+class RowGroups:
+    """The row groups a driver read will decode (chosen by :func:`select_row_groups`), and
+    their rows and compressed bytes, known from the footers before anything is decoded."""
+
+    schema: pa.Schema  # the table's columns, partition columns left out
+    key: str | None
+    present: pa.Array | None  # the wanted non-NULL key values (None: every row)
+    keep_nulls: bool
+    groups: list[tuple[parquet_cache.Footer, int]]
+    rows: int = 0
+    bytes: int = 0
+
+
+def select_row_groups(
+    snap: SnapshotFiles,
+    *,
+    key: str | None = None,
+    values: pa.Array | pa.ChunkedArray | Mapping[str, pa.Array] | None = None,
+    partition: str | None = None,
+) -> RowGroups:
+    """The row groups of ``snap``'s files that may hold rows whose ``key`` is in ``values``
+    (a NULL in ``values`` wants NULL keys); every row group without ``key``.
+
+    With ``partition``, ``values`` maps that partition column's values (as text) to the key
+    values wanted in their files: keys hashed to a bucket are looked for in that bucket's
+    files only, so scattered keys cost one row group each, not one per file. Only footers
+    are read: a row group whose min/max statistics exclude every wanted value is left out,
+    so the choice follows the number of wanted keys, not the size of the files.
+    """
+    partitions = set(snap.table.metadata().partition_columns)
+    schema = pa.schema([f for f in normalize_schema_of(snap.table) if f.name not in partitions])
+    if key is None or values is None:
+        chosen = RowGroups(schema, None, None, False, [])
+        for path, size in zip(snap.files, snap.sizes):
+            file = parquet_cache.footer(file_key(path), size)
+            for group in range(len(file.rows)):
+                _choose(chosen, file, group)
+        return chosen
+    by_part = dict(values) if partition is not None else {None: values}
+    key_type = schema.field(key).type
+    # Per partition: the wanted values sorted (NaN left out: it does not order, and parquet's
+    # statistics need not cover it), whether NULL keys are wanted, whether NaN is.
+    wanted: dict[str | None, tuple[list, bool, bool]] = {}
+    present: list = []
+    for part, vals in by_part.items():
+        vals = comparable_keys(pc.unique(pa.array(pc.drop_null(vals).to_pylist(), key_type)))
+        nan = pa.types.is_floating(key_type) and pc.any(pc.is_nan(vals)).as_py()
+        ordered = (pc.filter(vals, pc.invert(pc.is_nan(vals))) if nan else vals).sort().to_pylist()
+        wanted[part] = (ordered, by_part[part].null_count > 0, bool(nan))
+        present.extend(vals.to_pylist())
+    keep_nulls = any(nulls for _, nulls, _ in wanted.values())
+    chosen = RowGroups(schema, key, pc.unique(pa.array(present, key_type)), keep_nulls, [])
+    file_parts = partition_values(snap.table, partition) if partition is not None else {}
+    # For a file whose partition is not known.
+    every = (sorted({v for w in wanted.values() for v in w[0]}), keep_nulls, any(w[2] for w in wanted.values()))
+    for path, size in zip(snap.files, snap.sizes):
+        location = file_key(path)
+        if partition is None:
+            wanted_sorted, nulls, nan = wanted[None]
+        elif location not in file_parts:
+            wanted_sorted, nulls, nan = every
+        elif file_parts[location] not in wanted:
+            continue  # a partition none of the keys belongs to
+        else:
+            wanted_sorted, nulls, nan = wanted[file_parts[location]]
+        file = parquet_cache.footer(location, size)
+        for group, stats in enumerate(file.stats(key)):
+            if nan or not stats_exclude(stats, wanted_sorted, nulls):
+                _choose(chosen, file, group)
+    return chosen
+
+
+def _choose(chosen: RowGroups, file: parquet_cache.Footer, group: int) -> None:
+    chosen.groups.append((file, group))
+    chosen.rows += file.rows[group]
+    chosen.bytes += file.bytes[group]
+
+
+def read_row_groups(chosen: RowGroups, *, cost: ReadCost | None = None, keep: bool = True) -> pa.Table:
+    """The rows of the ``chosen`` row groups, read on the driver by pyarrow (or taken from
+    :mod:`~ivm_assets.delta.parquet_cache`), limited to the wanted keys. Each file is read as
+    it is and cast to the table's schema (files written at different times may hold
+    string_view or string). ``cost``, when given, is added what was looked at; ``keep``:
+    whether decoded row groups stay in the cache."""
+    if cost is not None:
+        cost.row_groups += len(chosen.groups)
+        cost.rows += chosen.rows
+        cost.bytes += chosen.bytes
+    by_file: dict[parquet_cache.Stamp, tuple[parquet_cache.Footer, list[int]]] = {}
+    for file, group in chosen.groups:
+        by_file.setdefault(file.stamp, (file, []))[1].append(group)
+    parts = [chosen.schema.empty_table()]
+    for file, groups in by_file.values():
+        tables, decoded = parquet_cache.row_groups(file, groups, keep=keep)
+        parts.extend(t if t.schema == chosen.schema else _conform(t, chosen.schema) for t in tables)
+        if cost is not None:
+            cost.decoded += decoded
+    rows = pa.concat_tables(parts)
+    if chosen.present is None:
+        return rows
+    wanted = pc.is_in(comparable_keys(rows.column(chosen.key)), value_set=chosen.present)
+    if chosen.keep_nulls:
+        wanted = pc.or_kleene(wanted, pc.is_null(rows.column(chosen.key)))
+    return rows.filter(wanted).combine_chunks()
+
+
+def read_files_arrow(
+    snap: SnapshotFiles,
+    *,
+    key: str | None = None,
+    values: pa.Array | pa.ChunkedArray | None = None,
+    cost: ReadCost | None = None,
+) -> pa.Table:
+    """The rows of ``snap``'s files, read on the driver by pyarrow, without partition columns;
+    with ``key``, only rows whose ``key`` is in ``values`` (a NULL in ``values`` keeps NULL keys).
+
+    For small, selective reads: no Spark job, no Spark file index (see
+    :func:`select_row_groups` and :func:`read_row_groups`).
+    """
+    return read_row_groups(select_row_groups(snap, key=key, values=values), cost=cost)
+
+
+def comparable_keys(values: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """Key values as Spark compares them in joins and groups: floating point with −0.0 as
+    0.0 and every NaN as one NaN (Arrow's ``is_in`` and hashing tell them apart); other
+    types as they are."""
+    if not pa.types.is_floating(values.type):
+        return values
+    zero, nan = pa.scalar(0.0, values.type), pa.scalar(float("nan"), values.type)
+    values = pc.if_else(pc.equal(values, zero), zero, values)
+    return pc.if_else(pc.is_nan(values), nan, values)
+
+
+def stats_exclude(stats: tuple[object, object, int | None] | None, wanted: list, keep_nulls: bool) -> bool:
+    """Whether a row group's key statistics (min, max, null count) prove none of its rows
+    has a key among ``wanted`` (sorted; or, with ``keep_nulls``, a NULL key).
+
+    Each wanted key is placed among the group's [min, max] by bisection, so keys scattered
+    over the whole range (random orders deleted, random customers updated) still skip every
+    row group that holds none of them; state rows are sorted by key within a file.
+    """
+    if stats is None:
+        return False
+    low, high, null_count = stats
+    if keep_nulls and (null_count is None or null_count > 0):
+        return False
+    if not wanted:
+        return True  # only NULLs wanted, and none here
+    try:
+        first = bisect.bisect_left(wanted, low)
+        return first == len(wanted) or wanted[first] > high
+    except TypeError:  # statistics of a type the values do not compare with
+        return False
+
+
+def _conform(rows: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``rows`` with exactly ``schema``'s columns and types (missing columns as NULLs)."""
+    rows = normalize_table(rows)
+    names = set(rows.column_names)
+    return pa.table(
+        [rows.column(f.name).cast(f.type) if f.name in names else pa.nulls(rows.num_rows, f.type) for f in schema],
+        schema=schema,
+    )

@@ -1,0 +1,208 @@
+"""Writes: an epoch's commits (Arrow from the driver through delta-rs, or files staged by
+Spark's executors), bag changes applied by MERGE, and the unfenced edits of source tables
+(demo, benchmarks, tests).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+from urllib.parse import unquote
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from deltalake import CommitProperties, WriterProperties, write_deltalake
+from pyspark.sql import DataFrame
+
+from ivm_assets.delta import parquet_cache, storage
+from ivm_assets.delta.commit import Epoch, commit_epoch
+from ivm_assets.delta.handles import keep_moved, writable
+from ivm_assets.delta.log import commit_actions
+from ivm_assets.delta.properties import CDF_ON, new_table_configuration
+from ivm_assets.delta.staging import commit_staged, stage_files
+from ivm_assets.spark.arrow import to_arrow
+from ivm_assets.testing import faults
+
+
+def write(uri: str, data: DataFrame | pa.Table, *, mode: Literal["append", "overwrite"]) -> None:
+    """Append or overwrite in one commit, unfenced: edits of source tables (demo, benchmark,
+    tests), which ivm only reads."""
+    table = data if isinstance(data, pa.Table) else to_arrow(data)
+    with storage.failures(uri):
+        write_deltalake(
+            uri, table, mode=mode, schema_mode="overwrite" if mode == "overwrite" else None, storage_options=storage.options_for(uri)
+        )
+    faults.crossed("commit")
+
+
+def write_epoch(
+    uri: str,
+    table: pa.Table,
+    *,
+    epoch: Epoch,
+    after: int | None,
+    mode: Literal["append", "overwrite"],
+    partition_by: list[str] | None = None,
+    change_feed: bool = False,
+    row_group_rows: int | None = None,
+    metadata: dict[str, str] | None = None,
+    cache_key: str | None = None,
+) -> bool:
+    """Commit ``table`` (and ``metadata`` in the commit info) as the epoch's one commit to ``uri``, right after version ``after``
+    (None: the commit creates the table). See :func:`~ivm_assets.delta.commit.commit_epoch` for what a lost race does.
+
+    ``row_group_rows`` caps parquet row groups: with rows sorted by key, small row groups
+    let readers skip the ones whose key range a lookup does not touch. With ``cache_key``
+    (the column the rows are sorted by), the files written are held decoded in
+    :mod:`~ivm_assets.delta.parquet_cache` for later lookups.
+    """
+
+    def attempt(at: int | None) -> bool:
+        write_at(
+            uri, table, at, mode=mode, properties=epoch.commit_properties(metadata), partition_by=partition_by,
+            change_feed=change_feed, row_group_rows=row_group_rows,
+        )
+        if cache_key is not None and at is not None:
+            _cache_written(uri, at + 1, table, partition_by or [], cache_key)
+        return True
+
+    return commit_epoch(uri, epoch, after, attempt)
+
+
+def _cache_written(uri: str, version: int, table: pa.Table, partition_by: list[str], key: str) -> None:
+    """Hand the files commit ``version`` added to the parquet cache with the rows they were
+    written from: ``table``'s rows of each file's partition, in order (a partition written
+    as more than one file is left out, as is anything the cache's checks refuse)."""
+    if len(partition_by) > 1 or parquet_cache.budget_bytes() <= 0:
+        return
+    root = storage.normalize(uri.removeprefix("file://"))
+    by_value: dict[str | None, list[tuple[str, int]]] = {}
+    for add in commit_actions(uri, version, "add") or []:
+        values = add.get("partitionValues") or {}
+        file = (f"{root}/{unquote(add['path'])}", int(add["size"]))
+        by_value.setdefault(values.get(partition_by[0]) if partition_by else None, []).append(file)
+    for value, files in by_value.items():
+        if len(files) != 1:
+            continue
+        rows = table
+        if partition_by:
+            column = table.column(partition_by[0])
+            wanted = pc.is_null(column) if value is None else pc.equal(pc.cast(column, pa.string()), value)
+            rows = table.filter(wanted).drop_columns(partition_by)
+        parquet_cache.remember(parquet_cache.footer(*files[0]), rows, key)
+
+
+def apply_bag_change(uri: str, change: pa.Table, *, columns: list[str], epoch: Epoch, after: int) -> bool:
+    """Apply a consolidated z-set to a table that stores a bag (duplicates, no key), right
+    after version ``after``. See :func:`~ivm_assets.delta.commit.commit_epoch` for what a lost race does.
+
+    ``change`` holds ``columns`` plus ``__ivm_op`` and ``__ivm_copy``: one ``del`` row per
+    distinct row value whose multiplicity changes (every stored copy of it is deleted), and
+    one ``ins`` row per copy to store afterwards. One MERGE does both, so the table moves
+    from its old contents to its new ones in a single commit.
+    """
+    # Parenthesized: DataFusion binds AND tighter than IS NOT DISTINCT FROM.
+    match = " AND ".join(f'(t."{c}" IS NOT DISTINCT FROM s."{c}")' for c in columns)
+    insert = {f'"{c}"': f's."{c}"' for c in columns}
+
+    def attempt(at: int | None) -> bool:
+        target = writable(uri, at)
+        merger = target.merge(
+            change,
+            predicate=f"(s.__ivm_op = 'del') AND {match}" if columns else "s.__ivm_op = 'del'",
+            source_alias="s",
+            target_alias="t",
+            commit_properties=epoch.commit_properties(),
+        )
+        metrics = merger.when_matched_delete().when_not_matched_insert(insert, predicate="s.__ivm_op = 'ins'").execute()
+        keep_moved(uri, target, at)
+        # A MERGE that changes nothing makes no commit.
+        return bool(metrics.get("num_target_rows_deleted", 0) or metrics.get("num_target_rows_inserted", 0))
+
+    return commit_epoch(uri, epoch, after, attempt)
+
+
+def overwrite_epoch(
+    uri: str,
+    rows: DataFrame,
+    *,
+    epoch: Epoch,
+    after: int | None,
+    partition_by: list[str] | None = None,
+    sort_by: list[str] | None = None,
+    change_feed: bool = False,
+    metadata: dict[str, str] | None = None,
+    row_group_rows: int | None = None,
+    few: bool = False,
+) -> int:
+    """Replace the table's content by ``rows`` (sorted by ``partition_by`` + ``sort_by``) as
+    the epoch's one commit, right after version ``after`` (None: create the table). Returns
+    the rows written. See :func:`~ivm_assets.delta.commit.commit_epoch` for what a lost race does.
+
+    The table gets files written by Spark's executors (:func:`~ivm_assets.delta.staging.stage_files`, on any store):
+    the driver never holds the rows, which a full refresh at scale would not fit. When the
+    caller knows the rows are ``few`` (a Spark write job and its file commit protocol cost
+    ~0.2 s, more than bringing a few thousand rows to the driver), the rows come to the
+    driver as Arrow and delta-rs writes them (``row_group_rows`` caps their row groups).
+    """
+    partition_by, sort_by = partition_by or [], sort_by or []
+    if few:
+        table = _sorted(to_arrow(rows), [*partition_by, *sort_by])
+        write_epoch(
+            uri, table, epoch=epoch, after=after, mode="overwrite", partition_by=partition_by or None,
+            change_feed=change_feed, row_group_rows=row_group_rows, metadata=metadata,
+        )
+        return table.num_rows
+    files = stage_files(uri, rows, partition_by=partition_by, sort_by=sort_by, row_group_rows=row_group_rows)
+    commit_staged(uri, files, epoch=epoch, after=after, change_feed=change_feed, metadata=metadata)
+    return files.rows
+
+
+def _sorted(table: pa.Table, columns: list[str]) -> pa.Table:
+    return table.sort_by([(c, "ascending") for c in columns]) if columns and table.num_rows > 1 else table
+
+
+def write_at(
+    uri: str,
+    table: pa.Table,
+    after: int | None,
+    *,
+    mode: Literal["append", "overwrite"],
+    properties: CommitProperties,
+    partition_by: list[str] | None = None,
+    change_feed: bool = False,
+    row_group_rows: int | None = None,
+) -> None:
+    """One write that lands right after version ``after``; ``after`` None creates the table,
+    and fails if someone else created it first."""
+    creating = after is None
+    target = None if creating else writable(uri, after)
+    write_deltalake(
+        uri if creating else target,
+        table,
+        mode="error" if creating else mode,
+        partition_by=partition_by,
+        writer_properties=WriterProperties(max_row_group_size=row_group_rows) if row_group_rows else None,
+        schema_mode="overwrite" if mode == "overwrite" and not creating else None,
+        configuration=new_table_configuration(change_feed) if creating else CDF_ON if change_feed else None,
+        commit_properties=properties,
+        storage_options=storage.options_for(uri) if creating else None,
+    )
+    if target is not None:
+        keep_moved(uri, target, after)
+
+
+def create_table(uri: str, data: pa.Table | pa.RecordBatchReader, *, partition_by: list[str] | None = None) -> None:
+    """A new table with the change data feed on (demo and benchmark sources, tests); a
+    reader is written as it streams, for tables larger than memory."""
+    with storage.failures(uri):
+        write_deltalake(uri, data, mode="error", partition_by=partition_by, configuration=CDF_ON, storage_options=storage.options_for(uri))
+
+
+def delete_rows(uri: str, predicate: str) -> None:
+    """Delete the rows matching a DataFusion SQL ``predicate`` (source edits: demo, benchmark, tests)."""
+    writable(uri).delete(predicate)
+
+
+def update_rows(uri: str, *, set_sql: dict[str, str], predicate: str) -> None:
+    """Set columns to SQL expressions where ``predicate`` holds (source edits: demo, benchmark, tests)."""
+    writable(uri).update(updates=set_sql, predicate=predicate)
