@@ -63,11 +63,15 @@ def _read_files(spark: SparkSession, snap: SnapshotFiles) -> DataFrame:
         if storage.executor_io() == "python":
             return read_on_executors(spark, dt.table_uri, data_files(snap), schema, partition_columns)
         files = [storage.hadoop_uri(f) for f in files]
+    else:
+        # delta-rs reports local files percent-encoded (`my%20project/…`); Spark takes a
+        # path as spelled.
+        files = [file_key(f) for f in files]
     # An explicit schema spares Spark a job that reads every file footer to infer one.
     reader = spark.read.schema(target)
     if partition_columns:
-        base = dt.table_uri if storage.is_local(dt.table_uri) else storage.hadoop_uri(dt.table_uri)
-        reader = reader.option("basePath", base)
+        local = storage.local_path(dt.table_uri)
+        reader = reader.option("basePath", file_key(local) if local is not None else storage.hadoop_uri(dt.table_uri))
     return reader.parquet(*files).select(*[F.col(f"`{f.name}`") for f in target.fields])
 
 
