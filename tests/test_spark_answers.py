@@ -64,7 +64,7 @@ VIEWS = {
 }
 
 
-def _epochs(builder) -> list:
+def corpus_epochs(builder) -> list:
     """Each entry changes the sources once (one or more commits); the views are refreshed and
     compared with Spark after each."""
     nums, lhs, rhs = (builder.uri(n) for n in ("nums", "lhs", "rhs"))
@@ -91,6 +91,12 @@ def _epochs(builder) -> list:
 
 @pytest.fixture
 def adversarial(builder):
+    return create_corpus(builder)
+
+
+def create_corpus(builder):
+    """The sources and views of this corpus in ``builder`` (also used by
+    ``benchmarks/in_process_share.py``)."""
     builder.source("nums", _nums(
         (1, "a", BIG, 2**31 - 1, Decimal("1E-10"), Decimal(10) ** 37 * 6, Decimal("9999999999999.99"), NAN),
         (2, "a", BIG, -(2**31), Decimal(0), Decimal(10) ** 37 * 6, Decimal("0.01"), -0.0),
@@ -169,7 +175,7 @@ def test_every_epoch_gives_sparks_answer(adversarial, engine, ansi):
     failing = _refresh_each(project)
     if ansi:  # the overflows of the first build raise: those views have no output yet
         assert {v for v, error in failing.items() if error} >= {"bigints", "huge_sums", "wide_decimals", "totals"}
-    for step, changes in enumerate(_epochs(adversarial), 1):
+    for step, changes in enumerate(corpus_epochs(adversarial), 1):
         for change in changes:
             change()
         try:

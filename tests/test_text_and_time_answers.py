@@ -77,7 +77,7 @@ VIEWS = {
 }
 
 
-def _epochs(builder) -> list:
+def corpus_epochs(builder) -> list:
     text, other = builder.uri("text"), builder.uri("other")
 
     def append(uri, table):
@@ -105,7 +105,9 @@ def session_zone(spark):
     spark.conf.set("spark.sql.session.timeZone", before)
 
 
-def test_every_epoch_gives_sparks_answer(builder, engine, session_zone):
+def create_corpus(builder):
+    """The sources and views of this corpus in ``builder`` (also used by
+    ``benchmarks/in_process_share.py``)."""
     builder.source("text", INITIAL)
     builder.source("other", _rows(
         (20, "a", None, None, None, None), (22, COMPOSED, None, None, None, None), (23, "\U0001f600", None, None, None, None),
@@ -113,10 +115,14 @@ def test_every_epoch_gives_sparks_answer(builder, engine, session_zone):
     ))
     for name, sql in VIEWS.items():
         builder.view(name, sql)
-    project = builder.load()
+    return builder
+
+
+def test_every_epoch_gives_sparks_answer(builder, engine, session_zone):
+    project = create_corpus(builder).load()
     project.refresh()
     assert_oracle(project, as_written=True)
-    for step, changes in enumerate(_epochs(builder), 1):
+    for step, changes in enumerate(corpus_epochs(builder), 1):
         for change in changes:
             change()
         results = project.refresh()
