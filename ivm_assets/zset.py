@@ -4,12 +4,42 @@ A z-set is a table of rows plus an integer weight: +n for n copies inserted, −
 copies deleted. Changes, state tables and their reads all carry it under one name; state
 tables also carry the bucket a row's key hashes to, and "latest" state the epoch that
 wrote each row. Nothing here knows how the rows are stored.
+
+Rows are equal as Spark's joins and GROUP BY take them: NULL equals NULL, and in DOUBLE and
+FLOAT columns −0.0 equals 0.0 and every NaN every NaN. :func:`normal_floats` brings float
+values to one representative each (0.0, the canonical NaN), after which that equality is
+equality bit for bit, the one Arrow's hashing and ``is_in`` use.
 """
 
 from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 WEIGHT = "__w"
 # The hash bucket of a state row's key (a state table's partition column).
 BUCKET = "__bucket"
 # The refresh epoch that wrote a row of a state table keeping only each key's latest row.
 EPOCH = "__epoch"
+
+
+def normal_floats(values: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """``values`` with −0.0 as 0.0 and every NaN as the canonical one (floating point; other
+    types as they are): equal under Spark's rule is then equal bit for bit.
+
+    >>> normal_floats(pa.array([-0.0, float("-nan"), None, 1.5])).to_pylist()
+    [0.0, nan, None, 1.5]
+    """
+    if not pa.types.is_floating(values.type):
+        return values
+    zero, nan = pa.scalar(0.0, values.type), pa.scalar(float("nan"), values.type)
+    values = pc.if_else(pc.equal(values, zero), zero, values)
+    return pc.if_else(pc.is_nan(values), nan, values)
+
+
+def normal_rows(table: pa.Table, columns: tuple[str, ...] | list[str] | None = None) -> pa.Table:
+    """``table`` with :func:`normal_floats` in ``columns`` (default: every column)."""
+    for i, field in enumerate(table.schema):
+        if pa.types.is_floating(field.type) and (columns is None or field.name in columns):
+            table = table.set_column(i, field, normal_floats(table.column(i)))
+    return table

@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 from ivm_assets.delta import parquet_cache
 from ivm_assets.delta.snapshot import SnapshotFiles, file_key, normalize_schema_of, partition_values
 from ivm_assets.spark.arrow import normalize_table
+from ivm_assets.zset import normal_floats
 
 
 @dataclass
@@ -75,7 +76,7 @@ def select_row_groups(
     wanted: dict[str | None, tuple[list, bool, bool]] = {}
     present: list = []
     for part, vals in by_part.items():
-        vals = comparable_keys(pc.unique(pa.array(pc.drop_null(vals).to_pylist(), key_type)))
+        vals = normal_floats(pc.unique(pa.array(pc.drop_null(vals).to_pylist(), key_type)))
         nan = pa.types.is_floating(key_type) and pc.any(pc.is_nan(vals)).as_py()
         ordered = (pc.filter(vals, pc.invert(pc.is_nan(vals))) if nan else vals).sort().to_pylist()
         wanted[part] = (ordered, by_part[part].null_count > 0, bool(nan))
@@ -130,7 +131,7 @@ def read_row_groups(chosen: RowGroups, *, cost: ReadCost | None = None, keep: bo
     rows = pa.concat_tables(parts)
     if chosen.present is None:
         return rows
-    wanted = pc.is_in(comparable_keys(rows.column(chosen.key)), value_set=chosen.present)
+    wanted = pc.is_in(normal_floats(rows.column(chosen.key)), value_set=chosen.present)
     if chosen.keep_nulls:
         wanted = pc.or_kleene(wanted, pc.is_null(rows.column(chosen.key)))
     return rows.filter(wanted).combine_chunks()
@@ -150,17 +151,6 @@ def read_files_arrow(
     :func:`select_row_groups` and :func:`read_row_groups`).
     """
     return read_row_groups(select_row_groups(snap, key=key, values=values), cost=cost)
-
-
-def comparable_keys(values: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
-    """Key values as Spark compares them in joins and groups: floating point with −0.0 as
-    0.0 and every NaN as one NaN (Arrow's ``is_in`` and hashing tell them apart); other
-    types as they are."""
-    if not pa.types.is_floating(values.type):
-        return values
-    zero, nan = pa.scalar(0.0, values.type), pa.scalar(float("nan"), values.type)
-    values = pc.if_else(pc.equal(values, zero), zero, values)
-    return pc.if_else(pc.is_nan(values), nan, values)
 
 
 def stats_exclude(stats: tuple[object, object, int | None] | None, wanted: list, keep_nulls: bool) -> bool:

@@ -24,7 +24,7 @@ from ivm_assets.operators.base import Batch, col, copies, null_safe_match
 from ivm_assets.state import consolidate, driver_rows
 from ivm_assets.state.arrangement import DRIVER_READ_BYTES, LARGE_READ_BYTES
 from ivm_assets.spark.arrow import to_arrow
-from ivm_assets.zset import WEIGHT
+from ivm_assets.zset import WEIGHT, normal_rows
 
 _OP, _COPY = "__ivm_op", "__ivm_copy"
 
@@ -131,7 +131,7 @@ def _old_copies(change: pa.Table, names: list[str], snap: SnapshotFiles) -> list
         return None
     counts = consolidate.in_arrow(present.append_column(WEIGHT, pa.array([1] * present.num_rows, pa.int64())), names)
     codes = None if counts is None else driver_rows.tuple_codes(
-        [(consolidate.normal_rows(change.select(names)), tuple(names)), (counts, tuple(names))], bitwise=True
+        [(normal_rows(change.select(names)), tuple(names)), (counts, tuple(names))], bitwise=True
     )
     if codes is None:
         return None

@@ -7,7 +7,7 @@ GROUP BY is the reference; every implementation below gives the same rows and ty
 - two rows are identical when each column is: NULL equals NULL; in DOUBLE and FLOAT
   columns −0.0 equals 0.0 and every NaN equals every other NaN (whatever its bits); other
   values by their type's equality (strings by their bytes: ``'a' <> 'a '``);
-- the output carries normal float values (:func:`normal_floats`): 0.0, never −0.0, and one
+- the output carries normal float values (:func:`ivm_assets.zset.normal_floats`): 0.0, never −0.0, and one
   NaN, the canonical quiet NaN (Java's ``Double.NaN`` and ``Float.NaN``);
 - weights are summed as BIGINT; a sum past its range is an error (Spark under ANSI, DuckDB),
   never a wrapped value; rows whose sum is 0 are dropped;
@@ -34,34 +34,12 @@ from pyspark.sql import functions as F
 
 from ivm_assets.sql.plan import q
 from ivm_assets.state import driver_rows
-from ivm_assets.zset import WEIGHT
+from ivm_assets.zset import WEIGHT, normal_rows
 
 if TYPE_CHECKING:
     import duckdb
 
-__all__ = ["duckdb_sql", "in_arrow", "in_duckdb", "in_spark", "normal_floats", "normal_rows", "output_schema"]
-
-
-def normal_floats(values: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
-    """``values`` with −0.0 as 0.0 and every NaN as the canonical one (floating point; other
-    types as they are): equal under the rule is then equal bit for bit.
-
-    >>> normal_floats(pa.array([-0.0, float("-nan"), None, 1.5])).to_pylist()
-    [0.0, nan, None, 1.5]
-    """
-    if not pa.types.is_floating(values.type):
-        return values
-    zero, nan = pa.scalar(0.0, values.type), pa.scalar(float("nan"), values.type)
-    values = pc.if_else(pc.equal(values, zero), zero, values)
-    return pc.if_else(pc.is_nan(values), nan, values)
-
-
-def normal_rows(table: pa.Table) -> pa.Table:
-    """``table`` with :func:`normal_floats` in every column."""
-    for i, field in enumerate(table.schema):
-        if pa.types.is_floating(field.type):
-            table = table.set_column(i, field, normal_floats(table.column(i)))
-    return table
+__all__ = ["duckdb_sql", "in_arrow", "in_duckdb", "in_spark", "output_schema"]
 
 
 def output_schema(schema: pa.Schema, columns: tuple[str, ...] | list[str]) -> pa.Schema:

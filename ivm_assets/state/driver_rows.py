@@ -10,15 +10,18 @@ Rows are compared through *codes*: each distinct tuple of values gets one int64 
 included (NULL equals NULL, as Spark's null-safe match and GROUP BY have it). Only types
 whose equality Arrow and Spark decide alike are coded here. Floating point only bit for bit
 (``bitwise``): Spark treats −0.0 and 0.0, and all NaNs, as equal in joins and groups, which
-their bits tell apart until :func:`~ivm_assets.state.consolidate.normal_floats` normalises
-them. Nested types are not coded, nor keys of two different types other than integers: for
-those every function returns None and the caller does the work in Spark, as before.
+their bits tell apart until :func:`~ivm_assets.zset.normal_floats` normalises them; key
+matches and the latest row per key compare keys so normalised. Nested types are not coded,
+nor keys of two different types other than integers: for those every function returns None
+and the caller does the work in Spark, as before.
 """
 
 from __future__ import annotations
 
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from ivm_assets.zset import normal_rows
 
 
 def coded(t: pa.DataType, *, bitwise: bool = False) -> bool:
@@ -74,7 +77,7 @@ def _flat(values: pa.Array | pa.ChunkedArray) -> pa.Array:
 def matching(rows: pa.Table, keys: tuple[str, ...], wanted: pa.Table, wanted_keys: tuple[str, ...]) -> pa.Table | None:
     """The rows of ``rows`` whose ``keys`` equal (NULL-safe) the ``wanted_keys`` of some row
     of ``wanted``; None when the key types are not compared here."""
-    codes = tuple_codes([(rows, keys), (wanted, wanted_keys)])
+    codes = tuple_codes([(normal_rows(rows, keys), keys), (normal_rows(wanted, wanted_keys), wanted_keys)], bitwise=True)
     if codes is None:
         return None
     return rows.filter(pc.is_in(codes[0], value_set=codes[1]))
@@ -106,7 +109,7 @@ def cancelled(rows: pa.Table, columns: tuple[str, ...], weight: str) -> pa.Table
 def latest(rows: pa.Table, keys: tuple[str, ...], epoch: str) -> pa.Table | None:
     """Per distinct ``keys`` tuple, its row of the highest ``epoch``; None when some key type
     is not compared here."""
-    codes = tuple_codes([(rows, keys)])
+    codes = tuple_codes([(normal_rows(rows, keys), keys)], bitwise=True)
     if codes is None:
         return None
     if rows.num_rows == 0:

@@ -28,9 +28,20 @@ def test_matching_is_null_safe_on_every_key_column():
     assert _rows(found) == _rows(state.take([1, 4, 5]))
 
 
-def test_matching_leaves_floats_and_mixed_types_to_spark():
-    doubles = pa.table({"k": pa.array([0.0, -0.0]), "w": pa.array([1, 1], pa.int64())})
-    assert driver_rows.matching(doubles, ("k",), pa.table({"k": pa.array([0.0])}), ("k",)) is None
+def test_float_keys_match_as_sparks_joins_match_them():
+    """−0.0 meets 0.0 and a NaN meets a NaN of other bits; the rows keep their stored values."""
+    nan_bits = pa.array([0x7FF8000000000001], pa.int64()).view(pa.float64())  # a NaN, not the canonical one
+    stored = pa.table({"k": pa.concat_arrays([pa.array([0.0, -0.0, 2.5, None]), nan_bits]), "w": pa.array([1, 2, 3, 4, 5], pa.int64())})
+    found = driver_rows.matching(stored, ("k",), pa.table({"k": pa.array([-0.0, float("nan")])}), ("k",))
+    assert sorted(found.column("w").to_pylist()) == [1, 2, 5]
+    assert str(found.filter(pa.compute.equal(found.column("w"), 2)).column("k")[0].as_py()) == "-0.0"
+    latest = driver_rows.latest(
+        pa.table({"k": pa.array([0.0, -0.0, float("nan")]), "__epoch": pa.array([1, 2, 3], pa.int64())}), ("k",), "__epoch"
+    )
+    assert sorted(latest.column("__epoch").to_pylist()) == [2, 3]
+
+
+def test_matching_leaves_mixed_types_to_spark():
     ints = pa.table({"k": pa.array([1], pa.int64()), "w": pa.array([1], pa.int64())})
     decimals = pa.table({"k": pa.array([Decimal("1.0")], pa.decimal128(10, 1))})
     assert driver_rows.matching(ints, ("k",), decimals, ("k",)) is None
