@@ -22,7 +22,9 @@ construct, which keeps that view's epochs in Spark. The rules:
 - ``/``: integers in double precision as Spark does; DECIMALs by :func:`spark_divide`, a
   Python function registered in DuckDB that rounds as Spark does (DuckDB itself divides
   DECIMALs in floating point). A division by zero fails here, and Spark decides;
-- functions and casts other than date literals: refused.
+- ``CAST(x AS DATE)`` of a TIMESTAMP (its date in the session zone, the connection's) or
+  TIMESTAMP_NTZ (its date part);
+- functions and other casts: refused.
 """
 
 from __future__ import annotations
@@ -245,9 +247,15 @@ class _Translator:
 
     def visit_Cast(self, node: exp.Cast) -> tuple[str, SqlType]:
         day = self._date_literal(node)
-        if day is None:
-            raise Untranslatable(f"the cast {node.sql('spark')}")
-        return f"DATE '{day.isoformat()}'", SqlType("date")
+        if day is not None:
+            return f"DATE '{day.isoformat()}'", SqlType("date")
+        if node.to.this == exp.DataType.Type.DATE:
+            # A TIMESTAMP's date in the session zone, which the connection is set to (a
+            # TIMESTAMP_NTZ's own date part): Spark's cast, never failing.
+            value, t = self(node.this)
+            if t.family in ("timestamp", "date", "null"):
+                return f"CAST({value} AS DATE)", SqlType("date")
+        raise Untranslatable(f"the cast {node.sql('spark')}")
 
     visit_TryCast = visit_Cast  # Spark's CAST as sqlglot reads it; a valid date literal casts alike
 
