@@ -61,6 +61,10 @@ VIEWS = {
     "decimal_join": "SELECT l.id AS lid, r.id AS rid, l.kdec FROM lhs l JOIN rhs r ON l.kdec = r.kdec",
     "double_semi": "SELECT id FROM lhs WHERE kd IN (SELECT kd FROM rhs)",
     "double_outer": "SELECT l.id AS lid, r.id AS rid FROM lhs l LEFT JOIN rhs r ON l.kd = r.kd",
+    # DOUBLE in expressions: widened integers and DECIMALs, NaN above everything and equal to
+    # itself, −0.0 equal to 0.0, ±Infinity, a sum past 2⁶³ in DOUBLE.
+    "double_expressions": "SELECT id, x * 2 + b AS y, -x AS nx, x - i AS z, CASE WHEN x > d15 THEN x ELSE d15 END AS hi "
+    "FROM nums WHERE x > i OR x = 0 OR x = x * 1 OR x BETWEEN -1 AND 1 OR x IN (2.5, -2)",
 }
 
 

@@ -6,8 +6,9 @@ give the value Spark gives, row for row: a view is never silently wrong. So tran
 is by rule, and an expression outside the rules raises :class:`Untranslatable` with the
 construct, which keeps that view's epochs in Spark. The rules:
 
-- columns of integer, DECIMAL, STRING, DATE, TIMESTAMP and BOOLEAN type (floating point is
-  left to Spark: −0.0, NaN and rounding across engines are not worth the doubt);
+- columns of integer, DECIMAL, STRING, DATE, TIMESTAMP and BOOLEAN type; DOUBLE columns in
+  comparisons and ``+ − ×`` (IEEE in both engines; an integer or DECIMAL beside a DOUBLE is
+  widened to DOUBLE, as Spark does), not ``/`` (Spark's division by zero);
 - literals: integers, decimals, strings without backslashes, ``CAST('yyyy-mm-dd' AS DATE)``,
   TRUE/FALSE/NULL; a date literal plus or minus an ``INTERVAL n DAY|WEEK|MONTH|YEAR`` is
   folded here with Spark's rule (months clamp to the month's last day);
@@ -71,7 +72,10 @@ class SqlType:
 
 # Families of values the rules handle (ordered and compared alike in both engines).
 VALUE_FAMILIES = ("number", "string", "date", "timestamp", "boolean")
-_FAMILIES = (*VALUE_FAMILIES, "null")
+# DOUBLE values enter expressions (comparisons, + − ×), not keys, orders or MIN/MAX: there
+# −0.0 and NaN would need Spark's normalisation, which the operators' rules do not mirror.
+_FAMILIES = (*VALUE_FAMILIES, "double", "null")
+_DOUBLE = SqlType("double")
 _NULL = SqlType("null")
 _BOOL = SqlType("boolean")
 _INT_DIGITS = {8: 3, 16: 5, 32: 10, 64: 20}
@@ -93,6 +97,8 @@ def arrow_type(t: pa.DataType) -> SqlType:
         return SqlType("timestamp")
     if pa.types.is_boolean(t):
         return _BOOL
+    if pa.types.is_float64(t):
+        return _DOUBLE
     return SqlType(str(t))
 
 
@@ -152,6 +158,10 @@ def common_type(types: list[SqlType], what: str) -> SqlType:
     if not known:
         return _NULL
     families = {t.family for t in known}
+    if families == {"number", "double"}:
+        for t in known:
+            _widens_exactly(t, what)
+        return _DOUBLE  # Spark widens integers and DECIMALs to DOUBLE beside a DOUBLE
     if len(families) > 1:
         raise Untranslatable(f"{what} compares or mixes {' and '.join(sorted(families))} (Spark casts implicitly)")
     if known[0].family != "number":
@@ -159,6 +169,18 @@ def common_type(types: list[SqlType], what: str) -> SqlType:
     scale = max(t.scale for t in known)
     digits = max(t.precision - t.scale for t in known)
     return SqlType("number", min(digits + scale, MAX_PRECISION), scale, integer=all(t.integer for t in known))
+
+
+def _widens_exactly(t: SqlType, what: str) -> None:
+    """Refuse a DECIMAL that DuckDB might convert to DOUBLE differently from Spark.
+
+    Spark converts a DECIMAL to the nearest DOUBLE (``BigDecimal.doubleValue``). DuckDB
+    converts the unscaled integer, then divides by 10^scale: one correctly rounded division
+    of two exact values while the unscaled value has at most 15 digits (below 2^53), but two
+    roundings beyond. Integers convert alike in both (to the nearest DOUBLE).
+    """
+    if t.family == "number" and not t.integer and t.as_decimal()[0] > 15:
+        raise Untranslatable(f"{what}: a DECIMAL of {t.as_decimal()[0]} digits widened to DOUBLE (rounded differently)")
 
 
 def _add_interval(day: dt.date, amount: int, unit: str) -> dt.date:
@@ -184,11 +206,11 @@ class _Translator:
             raise Untranslatable(f"no in-process rule for {type(node).__name__.upper()} ({node.sql('spark')})")
         return visit(node)
 
-    def _operand(self, node: exp.Expression, family: str, what: str) -> tuple[str, SqlType]:
-        """``node`` translated, refused unless of ``family`` (or NULL); ``what`` names the
-        construct that needs it in the message."""
+    def _operand(self, node: exp.Expression, family: str | tuple[str, ...], what: str) -> tuple[str, SqlType]:
+        """``node`` translated, refused unless of ``family`` (one or several, or NULL);
+        ``what`` names the construct that needs it in the message."""
         sql, t = self(node)
-        if t.family not in (family, "null"):
+        if t.family not in (*((family,) if isinstance(family, str) else family), "null"):
             raise Untranslatable(f"{what} over a {t.family}")
         return sql, t
 
@@ -263,9 +285,14 @@ class _Translator:
         if op in "+-" and (day := self._date_literal(node)) is not None:
             return f"DATE '{day.isoformat()}'", SqlType("date")
         what = node.sql("spark")
-        (left, lt), (right, rt) = (self._operand(side, "number", f"{op} in {what}") for side in (node.this, node.expression))
+        (left, lt), (right, rt) = (self._operand(side, ("number", "double"), f"{op} in {what}") for side in (node.this, node.expression))
         if _NULL in (lt, rt):
             return "NULL", _NULL
+        if _DOUBLE in (lt, rt):
+            # IEEE arithmetic in both engines, bit for bit; no overflow error in either
+            # (Spark's ANSI mode leaves DOUBLE alone): the other operand widened first.
+            common_type([lt, rt], what)
+            return f"(CAST({left} AS DOUBLE) {op} CAST({right} AS DOUBLE))", _DOUBLE
         if lt.integer and rt.integer:
             # Spark keeps the wider operand's type (an overflow fails under ANSI mode); the
             # cast makes DuckDB fail too instead of widening, and the epoch goes to Spark.
@@ -306,12 +333,15 @@ class _Translator:
         return self._arithmetic(node, "*")
 
     def visit_Neg(self, node: exp.Neg) -> tuple[str, SqlType]:
-        sql, t = self._operand(node.this, "number", "unary minus")
+        sql, t = self._operand(node.this, ("number", "double"), "unary minus")
         return f"(-{sql})", t
 
     def _compare(self, node: exp.Binary) -> tuple[str, SqlType]:
         (left, lt), (right, rt) = self(node.this), self(node.expression)
-        common_type([lt, rt], node.sql("spark"))
+        if common_type([lt, rt], node.sql("spark")) == _DOUBLE:
+            # Compared as DOUBLEs, as Spark widens them: NaN equals NaN and is above every
+            # other value, −0.0 equals 0.0, in both engines.
+            left, right = f"CAST({left} AS DOUBLE)", f"CAST({right} AS DOUBLE)"
         return f"({left} {_COMPARISONS[type(node)]} {right})", _BOOL
 
     visit_EQ = visit_NEQ = visit_LT = visit_LTE = visit_GT = visit_GTE = visit_NullSafeEQ = _compare

@@ -55,6 +55,14 @@ SAME = [
     "100.00 * `d` / 3.3",
     "`d` * `d` / 0.07",
     "`b` / (`d` + 0.01)",
+    # DOUBLE (NaN, −0.0 among the rows), integers and DECIMALs widened beside it.
+    "`f` + 1",
+    "`f` * `d` - `i`",
+    "-`f` * `b`",
+    "`f` > `i` OR `f` = 0",
+    "`f` = `f`",
+    "`f` IN (1.5, 2) OR `f` BETWEEN -1 AND 0",
+    "CASE WHEN `f` > `d` THEN `f` ELSE `d` END",
 ]
 
 
@@ -84,7 +92,8 @@ def _plain(value):
         ("`s` / 2", "over a string"),
         ("upper(`s`)", "UPPER"),
         ("`s` = 1", "Spark casts implicitly"),
-        ("`f` + 1", "type double"),
+        ("`f` / 2", "over a double"),
+        ("`f` < CAST(`d` AS DECIMAL(38, 10))", "cast"),
         ("CAST(`s` AS INT)", "cast"),
         ("`s` LIKE 'a\\\\%'", "LIKE with a pattern"),
         ("CAST('1994-1-1' AS DATE)", "cast"),
@@ -111,3 +120,14 @@ def test_a_division_by_zero_fails_instead_of_guessing_sparks_answer():
     con.register("t", ROWS)
     with pytest.raises(duckdb.Error, match="division by zero"):
         con.sql(f"SELECT {translated} FROM t").fetchall()
+
+
+def test_a_wide_decimal_beside_a_double_is_refused():
+    """DuckDB converts DECIMAL(38, 10) to DOUBLE in two roundings where Spark rounds once."""
+    from ivm_assets.local.expressions import arrow_type
+
+    types = {"f": arrow_type(pa.float64()), "w": arrow_type(pa.decimal128(38, 10)), "n": arrow_type(pa.decimal128(15, 2))}
+    translate("`f` < `n`", types)
+    for sql in ("`f` < `w`", "`f` * `w`"):
+        with pytest.raises(Untranslatable, match="widened to DOUBLE"):
+            translate(sql, types)
