@@ -190,13 +190,15 @@ import json, sys
 from decimal import Decimal
 import pyarrow as pa
 from ivm_assets import IvmProject
+from ivm_assets.delta.snapshot import arrow_schema
+from ivm_assets.delta.write import delete_rows, write
 from ivm_assets.spark.cluster import master_of
 
 project = IvmProject.load(sys.argv[1])
 runs = [[(r.mode, r.engine) for r in project.refresh()]]
 orders = project.sources["orders"]
-delta.write(orders, pa.Table.from_pylist([{"id": 50, "cust": 1, "amount": Decimal(7)}], schema=delta.arrow_schema(orders)), mode="append")
-delta.delete_rows(orders, "id = 2")
+write(orders, pa.Table.from_pylist([{"id": 50, "cust": 1, "amount": Decimal(7)}], schema=arrow_schema(orders)), mode="append")
+delete_rows(orders, "id = 2")
 runs.append([(r.mode, r.engine) for r in project.refresh()])
 print(json.dumps({"master": master_of(project.spark), "runs": runs}))
 """
