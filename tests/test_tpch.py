@@ -29,7 +29,7 @@ QUERIES = Path(__file__).resolve().parents[1] / "benchmarks" / "tpch"
 # 3,000 orders, 12,000 lineitems: every query has rows to keep, and a batch (1 %: 30 orders,
 # 5 customers, 5 suppliers, 2 parts) touches most views. IVM_TPCH_EPOCHS=20 searches deeper.
 SCALE = 0.002
-EPOCHS = int(os.environ.get("IVM_TPCH_EPOCHS", "4"))
+EPOCHS = int(os.environ.get("IVM_TPCH_EPOCHS", "3"))
 
 
 def test_tpch_views_equal_their_recompute(tmp_path, spark):
