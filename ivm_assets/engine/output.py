@@ -121,7 +121,7 @@ def _old_copies(change: pa.Table, names: list[str], snap: SnapshotFiles) -> list
     losing = pc.less(change.column(WEIGHT), 0)
     if not pc.any(losing).as_py():
         return [0] * change.num_rows
-    if not all(driver_rows.coded(change.schema.field(n).type, bitwise=True) for n in names):
+    if not all(driver_rows.coded(change.schema.field(n).type) for n in names):
         return None
     present = read_files_arrow(snap, key=names[0], values=change.column(names[0]).filter(losing)).select(names)
     wanted = pa.schema([pa.field(n, change.schema.field(n).type) for n in names])
@@ -131,7 +131,7 @@ def _old_copies(change: pa.Table, names: list[str], snap: SnapshotFiles) -> list
         return None
     counts = consolidate.in_arrow(present.append_column(WEIGHT, pa.array([1] * present.num_rows, pa.int64())), names)
     codes = None if counts is None else driver_rows.tuple_codes(
-        [(normal_rows(change.select(names)), tuple(names)), (counts, tuple(names))], bitwise=True
+        [(normal_rows(change.select(names)), tuple(names)), (counts, tuple(names))]
     )
     if codes is None:
         return None

@@ -125,5 +125,5 @@ def in_arrow(rows: pa.Table, columns: tuple[str, ...] | list[str]) -> pa.Table |
             return None
     # Normal floats make the rule's equality bitwise equality, which Arrow's hashing is.
     normal = normal_rows(rows.select(list(columns))).append_column(pa.field(WEIGHT, pa.int64()), weights)
-    codes = driver_rows.tuple_codes([(normal, columns)], bitwise=True)
+    codes = driver_rows.tuple_codes([(normal, columns)])
     return None if codes is None else driver_rows.sum_weights(normal, columns, WEIGHT, codes[0])

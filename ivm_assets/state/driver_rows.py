@@ -7,13 +7,13 @@ touched keys or consolidating it in Spark costs a shuffle (a stage) each, for a 
 rows; done here, the plan starts from rows that are already current.
 
 Rows are compared through *codes*: each distinct tuple of values gets one int64 code, NULLs
-included (NULL equals NULL, as Spark's null-safe match and GROUP BY have it). Only types
-whose equality Arrow and Spark decide alike are coded here. Floating point only bit for bit
-(``bitwise``): Spark treats −0.0 and 0.0, and all NaNs, as equal in joins and groups, which
-their bits tell apart until :func:`~ivm_assets.zset.normal_floats` normalises them; key
-matches and the latest row per key compare keys so normalised. Nested types are not coded,
-nor keys of two different types other than integers: for those every function returns None
-and the caller does the work in Spark, as before.
+included (NULL equals NULL, as Spark's null-safe match and GROUP BY have it). Floating point
+is coded bit for bit: Spark treats −0.0 and 0.0, and all NaNs, as equal in joins and groups,
+which their bits tell apart until :func:`~ivm_assets.zset.normal_floats` normalises them; key
+matches and the latest row per key compare keys so normalised, while :func:`cancelled`
+compares the bits on purpose. Nested types are not coded, nor keys of two different types
+other than integers: for those every function returns None and the caller does the work in
+Spark, as before.
 """
 
 from __future__ import annotations
@@ -24,21 +24,20 @@ import pyarrow.compute as pc
 from ivm_assets.zset import normal_rows
 
 
-def coded(t: pa.DataType, *, bitwise: bool = False) -> bool:
+def coded(t: pa.DataType) -> bool:
     """Whether :func:`tuple_codes` codes a column of type ``t`` (see the module doc)."""
-    if pa.types.is_floating(t):
-        return bitwise
     return not (pa.types.is_nested(t) or pa.types.is_dictionary(t) or pa.types.is_null(t))
 
 
-def tuple_codes(parts: list[tuple[pa.Table, tuple[str, ...]]], *, bitwise: bool = False) -> list[pa.Array] | None:
+def tuple_codes(parts: list[tuple[pa.Table, tuple[str, ...]]]) -> list[pa.Array] | None:
     """One int64 code per row of each table, equal exactly where the rows' value tuples are.
 
     ``parts[i]`` is a table and the columns of it to compare (every part the same number;
     column j of each part compared with column j of the others). No columns: every row
-    gets code 0. None when some column's type is not coded here (see the module doc);
-    ``bitwise``: floating point too, compared as Arrow hashes it (−0.0 and 0.0 apart, a NaN
-    equal to a NaN of the same bits), which tells copies of one stored row apart from others.
+    gets code 0. None when some column's type is not coded here (see the module doc).
+    Floating point is compared as Arrow hashes it (−0.0 and 0.0 apart, a NaN equal to a NaN
+    of the same bits): normalise first (:func:`~ivm_assets.zset.normal_rows`) to compare as
+    Spark does.
     """
     sizes = [table.num_rows for table, _ in parts]
     width = len(parts[0][1])
@@ -52,7 +51,7 @@ def tuple_codes(parts: list[tuple[pa.Table, tuple[str, ...]]], *, bitwise: bool 
             if not all(pa.types.is_integer(t) for t in types):
                 return None
             arrays = [a.cast(pa.int64()) for a in arrays]
-        if not coded(arrays[0].type, bitwise=bitwise):
+        if not coded(arrays[0].type):
             return None
         encoded = pc.dictionary_encode(pa.concat_arrays(arrays), null_encoding="encode")
         column = encoded.indices.cast(pa.int64())
@@ -77,7 +76,7 @@ def _flat(values: pa.Array | pa.ChunkedArray) -> pa.Array:
 def matching(rows: pa.Table, keys: tuple[str, ...], wanted: pa.Table, wanted_keys: tuple[str, ...]) -> pa.Table | None:
     """The rows of ``rows`` whose ``keys`` equal (NULL-safe) the ``wanted_keys`` of some row
     of ``wanted``; None when the key types are not compared here."""
-    codes = tuple_codes([(normal_rows(rows, keys), keys), (normal_rows(wanted, wanted_keys), wanted_keys)], bitwise=True)
+    codes = tuple_codes([(normal_rows(rows, keys), keys), (normal_rows(wanted, wanted_keys), wanted_keys)])
     if codes is None:
         return None
     return rows.filter(pc.is_in(codes[0], value_set=codes[1]))
@@ -100,16 +99,16 @@ def sum_weights(rows: pa.Table, columns: tuple[str, ...], weight: str, codes: pa
 
 def cancelled(rows: pa.Table, columns: tuple[str, ...], weight: str) -> pa.Table | None:
     """``rows`` with the weights of bitwise identical rows summed and rows of weight zero
-    dropped: a row deleted and inserted again unchanged cancels (see :func:`tuple_codes`'
-    ``bitwise``); None when some column type is not coded here."""
-    codes = tuple_codes([(rows, columns)], bitwise=True)
+    dropped: a row deleted and inserted again unchanged cancels (floats compared bit for bit,
+    as :func:`tuple_codes` does); None when some column type is not coded here."""
+    codes = tuple_codes([(rows, columns)])
     return None if codes is None else sum_weights(rows, columns, weight, codes[0])
 
 
 def latest(rows: pa.Table, keys: tuple[str, ...], epoch: str) -> pa.Table | None:
     """Per distinct ``keys`` tuple, its row of the highest ``epoch``; None when some key type
     is not compared here."""
-    codes = tuple_codes([(normal_rows(rows, keys), keys)], bitwise=True)
+    codes = tuple_codes([(normal_rows(rows, keys), keys)])
     if codes is None:
         return None
     if rows.num_rows == 0:
