@@ -39,6 +39,9 @@ SAME = [
     "`day` < CAST('1994-01-31' AS DATE) + INTERVAL '1' MONTH",
     "`s` LIKE 'PROMO%'",
     "`s` LIKE '_ED%'",
+    # NOT LIKE is a negated LIKE node in sqlglot: the negation was once dropped (issue 25).
+    "`s` NOT LIKE 'PROMO%'",
+    "NOT `s` NOT LIKE '%BOX'",
     "`s` IN ('MED BOX', 'prom', NULL)",
     "`s` NOT IN ('MED BOX')",
     "CASE WHEN `s` = 'MED BOX' OR `s` = '' THEN 1 ELSE 0 END",
