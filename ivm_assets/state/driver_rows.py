@@ -12,8 +12,8 @@ is coded bit for bit: Spark treats −0.0 and 0.0, and all NaNs, as equal in joi
 which their bits tell apart until :func:`~ivm_assets.zset.normal_floats` normalises them; key
 matches and the latest row per key compare keys so normalised, while :func:`cancelled`
 compares the bits on purpose. Nested types are not coded, nor keys of two different types
-other than integers: for those every function returns None and the caller does the work in
-Spark, as before.
+other than integers, or integers beside DOUBLEs (compared as DOUBLEs, as Spark does): for
+those every function returns None and the caller does the work in Spark, as before.
 """
 
 from __future__ import annotations
@@ -48,9 +48,14 @@ def tuple_codes(parts: list[tuple[pa.Table, tuple[str, ...]]]) -> list[pa.Array]
         arrays = [_flat(table.column(names[j])) for table, names in parts]
         types = {a.type for a in arrays}
         if len(types) > 1:
-            if not all(pa.types.is_integer(t) for t in types):
+            if all(pa.types.is_integer(t) for t in types):
+                arrays = [a.cast(pa.int64()) for a in arrays]
+            elif all(pa.types.is_integer(t) or pa.types.is_float64(t) for t in types):
+                # Spark compares an integer with a DOUBLE as a DOUBLE: the integer rounded to
+                # the nearest one, as Java's (double) cast and Arrow's unchecked cast round.
+                arrays = [a.cast(pa.float64(), safe=False) for a in arrays]
+            else:
                 return None
-            arrays = [a.cast(pa.int64()) for a in arrays]
         if not coded(arrays[0].type):
             return None
         encoded = pc.dictionary_encode(pa.concat_arrays(arrays), null_encoding="encode")

@@ -47,6 +47,19 @@ def test_matching_leaves_mixed_types_to_spark():
     assert driver_rows.matching(ints, ("k",), decimals, ("k",)) is None
 
 
+def test_integer_keys_match_double_keys_as_spark_compares_them(spark):
+    """Spark compares a BIGINT with a DOUBLE as DOUBLEs: 2^53 + 1 rounds to 2^53 and meets
+    it; −0.0 meets 0; the driver's match gives the rows Spark's null-safe match gives."""
+    from ivm_assets.spark.arrow import to_arrow, to_spark
+
+    ints = pa.table({"k": pa.array([0, 2**53, 2**53 + 1, 3, None, -(2**63)], pa.int64()), "w": pa.array(range(6), pa.int64())})
+    doubles = pa.table({"d": pa.array([-0.0, float(2**53), None, float("nan"), -9.223372036854776e18])})
+    found = driver_rows.matching(ints, ("k",), doubles, ("d",))
+    left, right = to_spark(spark, ints), to_spark(spark, doubles)
+    by_spark = to_arrow(left.join(right, left["k"].eqNullSafe(right["d"]), "left_semi"))
+    assert _rows(found) == _rows(by_spark) == _rows(ints.take([0, 1, 2, 4, 5]))
+
+
 def test_cancelled_nets_bitwise_identical_rows_floats_included():
     """A row deleted and inserted again unchanged cancels; −0.0 and 0.0 (and NaNs of other
     bits) are different stored values, so they stay apart: cancelling only what is
