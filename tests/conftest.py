@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow as pa
@@ -86,6 +88,22 @@ def engine(request, monkeypatch) -> str:
 
     monkeypatch.setenv(SMALL_EPOCHS_ENV, "spark" if request.param == "spark" else "auto")
     return request.param
+
+
+@contextmanager
+def small_epochs(mode: str) -> Iterator[None]:
+    """``IVM_SMALL_EPOCHS`` set to ``mode`` ("spark" or "auto") for the block, restored after."""
+    from ivm_assets.settings import SMALL_EPOCHS_ENV
+
+    before = os.environ.get(SMALL_EPOCHS_ENV)
+    os.environ[SMALL_EPOCHS_ENV] = mode
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(SMALL_EPOCHS_ENV)
+        else:
+            os.environ[SMALL_EPOCHS_ENV] = before
 
 
 def assert_engine(results, engine: str) -> None:

@@ -21,11 +21,10 @@ import pytest
 from ivm_assets.delta.handles import is_delta_table
 from ivm_assets.delta.read import read_small
 from ivm_assets.delta.snapshot import arrow_schema
-from ivm_assets.settings import SMALL_EPOCHS_ENV
 from ivm_assets.local.epoch import missing_rule
 from ivm_assets.sql.incrementalize import operators
 from ivm_assets.zset import EPOCH, WEIGHT
-from tests.conftest import ProjectBuilder
+from tests.conftest import ProjectBuilder, small_epochs
 from tests.test_sql_steps import FILES, FileRun, _apply_step, _build, load_spec
 
 ENGINES = {"spark": "spark", "in process": "auto"}
@@ -86,15 +85,8 @@ def _compared(path: Path) -> bool:
 
 
 def _refresh(run: FileRun, engine: str):
-    before = os.environ.get(SMALL_EPOCHS_ENV)
-    os.environ[SMALL_EPOCHS_ENV] = ENGINES[engine]
-    try:
+    with small_epochs(ENGINES[engine]):
         return run.project.refresh()
-    finally:
-        if before is None:
-            os.environ.pop(SMALL_EPOCHS_ENV)
-        else:
-            os.environ[SMALL_EPOCHS_ENV] = before
 
 
 @pytest.mark.parametrize("path", [p for p in FILES if _compared(p)], ids=lambda p: p.stem)

@@ -25,6 +25,9 @@ construct, which keeps that view's epochs in Spark. The rules:
   DECIMALs in floating point). A division by zero fails here, and Spark decides;
 - ``CAST(x AS DATE)`` of a TIMESTAMP (its date in the session zone, the connection's) or
   TIMESTAMP_NTZ (its date part);
+- window functions (the window operator's): ROW_NUMBER, RANK, DENSE_RANK, COUNT, SUM of
+  integers, MIN and MAX over the default frame, partitioned and ordered by columns of the
+  value families, NULL order as Spark's;
 - functions and other casts: refused.
 """
 
@@ -411,6 +414,50 @@ class _Translator:
     def visit_Coalesce(self, node: exp.Coalesce) -> tuple[str, SqlType]:
         items = [self(e) for e in [node.this, *node.expressions]]
         return f"COALESCE({', '.join(s for s, _ in items)})", common_type([t for _, t in items], "COALESCE")
+
+
+    # --- window functions (the window operator's calls) ------------------------------------
+    _RANKING = {"RowNumber": "row_number()", "Rank": "rank()", "DenseRank": "dense_rank()"}
+
+    def visit_Window(self, node: exp.Window) -> tuple[str, SqlType]:
+        """A ranking function, or COUNT / SUM (of integers) / MIN / MAX over the default
+        frame, partitioned and ordered by columns of the value families. Spark's NULL order
+        is written out (ASC: NULLS FIRST); orders and partitions by floats are refused
+        (Spark normalises −0.0 and NaN there)."""
+        if node.args.get("spec") is not None:
+            raise Untranslatable(f"a window frame ({node.sql('spark')})")
+        func, t = node.this, SqlType("number", 10, 0, integer=True)
+        name = type(func).__name__
+        if name in self._RANKING:
+            call = self._RANKING[name]
+        elif isinstance(func, exp.Count) and isinstance(func.this, exp.Star):
+            call, t = "count(*)", SqlType("number", 19, 0, integer=True)
+        elif isinstance(func, (exp.Count, exp.Sum, exp.Min, exp.Max)) and not func.expressions and not func.args.get("distinct"):
+            x, xt = self._operand(func.this, VALUE_FAMILIES, f"{name.upper()} OVER")
+            if isinstance(func, exp.Count):
+                call, t = f"count({x})", SqlType("number", 19, 0, integer=True)
+            elif isinstance(func, exp.Sum):
+                if not xt.integer:
+                    raise Untranslatable(f"SUM OVER a {xt.family} that is not an integer")
+                call, t = f"sum({x})", SqlType("number", 19, 0, integer=True)
+            else:
+                call, t = f"{name.lower()}({x})", xt
+        else:
+            raise Untranslatable(f"no in-process rule for the window function {func.sql('spark')}")
+        partition = [self._operand(c, VALUE_FAMILIES, "PARTITION BY")[0] for c in node.args.get("partition_by") or []]
+        order = []
+        for o in (node.args.get("order").expressions if node.args.get("order") else []):
+            x, _ = self._operand(o.this, VALUE_FAMILIES, "a window's ORDER BY")
+            desc = bool(o.args.get("desc"))
+            first = o.args.get("nulls_first")
+            first = (not desc) if first is None else bool(first)
+            order.append(f"{x} {'DESC' if desc else 'ASC'} NULLS {'FIRST' if first else 'LAST'}")
+        over = " ".join(x for x in (
+            f"PARTITION BY {', '.join(partition)}" if partition else "", f"ORDER BY {', '.join(order)}" if order else "") if x)
+        window = f"{call} OVER ({over})"
+        if isinstance(func, exp.Sum):
+            window = f"CAST({window} AS BIGINT)"  # Spark's type; past its range an error in both
+        return f"({window})", t
 
 
 @lru_cache(maxsize=4096)

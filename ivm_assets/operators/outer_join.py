@@ -19,23 +19,23 @@ arrives (Δ = ΔX) and never stored.
 State: each side's rows (z-set) bucketed by the join key, as for the inner join. A change
 reads both sides' rows for all of K (one lookup per side, for the keys of both inputs'
 changes); the inner part uses the same rows. Without equalities (ON with only non-equi
-conditions) there is one key, and every change reads both sides whole.
+conditions) there is one key, and every change reads both sides whole. The rule is written
+once, in :mod:`ivm_assets.rules.outer_join`, and rendered by Spark here and by DuckDB for
+epochs computed in process.
 """
 
 from __future__ import annotations
 
-from functools import reduce
 from typing import Literal
 
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
-from ivm_assets.operators.base import EpochContext, Operator, col, consolidate
+from ivm_assets.operators.base import EpochContext, Operator
 from ivm_assets.operators.join import JoinOp
 from ivm_assets.operators.keys import keyed_change, lookup, split_null_keys
-from ivm_assets.sql.plan import q
-from ivm_assets.zset import BUCKET, WEIGHT
+from ivm_assets.rules import render_spark
+from ivm_assets.rules.outer_join import OuterJoin
+from ivm_assets.zset import BUCKET
 
 Side = Literal["left", "right", "full"]
 
@@ -57,60 +57,30 @@ class OuterJoinOp(JoinOp):
         self.side = side
         self.preserved = tuple(s for s in ("left", "right") if side in (s, "full"))
 
-    def _anti(self, mine: DataFrame, other: DataFrame, mine_is_left: bool) -> DataFrame:
-        """Rows of ``mine`` that no (present) row of ``other`` matches on keys and residual."""
-        pairs = zip(self.left_keys, self.right_keys) if mine_is_left else zip(self.right_keys, self.left_keys)
-        other = other.filter(col(WEIGHT) > 0).drop(WEIGHT)
-        cond = reduce(lambda x, y: x & y, [mine[q(a)] == other[q(b)] for a, b in pairs], F.lit(True))
-        if self.residual:
-            cond = cond & F.expr(self.residual)
-        return mine.join(other, cond, "left_anti")
-
-    def _pad(self, rows: DataFrame, mine_is_left: bool, types: dict[str, T.DataType]) -> DataFrame:
-        """``rows`` of one side with NULLs for the other side's columns, in output order."""
-        mine = set(self.left.columns if mine_is_left else self.right.columns)
-        return rows.select(
-            *[col(c) if c in mine else F.lit(None).cast(types[c]).alias(c) for c in self.columns], col(WEIGHT)
-        )
-
     def step(self, ctx: EpochContext) -> DataFrame:
         left_change, right_change, types = self.changes(ctx)
-        column_types = {f.name: f.dataType for f in [*left_change.schema.fields, *right_change.schema.fields]}
         dl = keyed_change(ctx, self.left, left_change, self.left_keys, types)
         dr = keyed_change(ctx, self.right, right_change, self.right_keys, types)
         dl, left_nulls = split_null_keys(ctx.spark, dl, self.left_keys)
         dr, right_nulls = split_null_keys(ctx.spark, dr, self.right_keys)
-        left, right = dl.df.drop(BUCKET), dr.df.drop(BUCKET)
-        parts: list[DataFrame] = []
-        if "left" in self.preserved:
-            parts.append(self._pad(left_nulls.drop(BUCKET), True, column_types))
-        if "right" in self.preserved:
-            parts.append(self._pad(right_nulls.drop(BUCKET), False, column_types))
-        old_left = lookup(ctx, self.left_state, [(dl, self.left_keys), (dr, self.right_keys)])
-        old_right = lookup(ctx, self.right_state, [(dr, self.right_keys), (dl, self.left_keys)])
-        # The inner part, as the inner join computes it.
-        if old_right is not None and dl.rows:
-            parts.append(self._join(left, old_right))
-        if old_left is not None and dr.rows:
-            parts.append(self._join(old_left, right))
-        if dl.rows and dr.rows:
-            parts.append(self._join(left, right))
-        # The padded part of the touched keys: new − old.
-        if dl.rows or dr.rows:
-            sides = {True: (left, old_left, self.left.columns), False: (right, old_right, self.right.columns)}
-            for mine_is_left in [s == "left" for s in self.preserved]:
-                (m_delta, m_old, m_cols), (o_delta, o_old, o_cols) = sides[mine_is_left], sides[not mine_is_left]
-                m_new = m_delta if m_old is None else consolidate(m_old.unionByName(m_delta), m_cols)
-                o_new = o_delta if o_old is None else consolidate(o_old.unionByName(o_delta), o_cols)
-                parts.append(self._pad(self._anti(m_new, o_new, mine_is_left), mine_is_left, column_types))
-                if m_old is not None:
-                    gone = self._anti(m_old, o_old if o_old is not None else o_delta.limit(0), mine_is_left)
-                    parts.append(self._pad(gone.withColumn(WEIGHT, -col(WEIGHT)), mine_is_left, column_types))
-        # Lazy: its consumer materializes it once.
-        out = consolidate(reduce(DataFrame.unionAll, parts), self.columns) if parts else self._join(left.limit(0), right.limit(0))
+        inputs = {"dl": dl.df.drop(BUCKET), "dr": dr.df.drop(BUCKET),
+                  "left_nulls": left_nulls.drop(BUCKET), "right_nulls": right_nulls.drop(BUCKET)}
+        present = {name for name, batch in (("dl", dl), ("dr", dr)) if batch.rows}
+        old = {"old_left": lookup(ctx, self.left_state, [(dl, self.left_keys), (dr, self.right_keys)]),
+               "old_right": lookup(ctx, self.right_state, [(dr, self.right_keys), (dl, self.left_keys)])}
+        for name, rows in old.items():
+            if rows is not None:
+                inputs[name] = rows
+                present.add(name)
+        out = render_spark.render(self.rule.rule(present), inputs)
         self.left_state.write(ctx, dl, types)
         self.right_state.write(ctx, dr, types)
         return out
+
+    @property
+    def rule(self) -> OuterJoin:
+        """This join's rule on changes (:mod:`ivm_assets.rules.outer_join`)."""
+        return OuterJoin(self.left.columns, self.right.columns, self.left_keys, self.right_keys, self.residual, self.preserved)
 
     def describe(self) -> str:
         on = " AND ".join(f"{a} = {b}" for a, b in zip(self.left_keys, self.right_keys)) or "TRUE"

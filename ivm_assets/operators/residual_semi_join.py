@@ -17,20 +17,20 @@ only) and is not stored; a right row with a NULL key is dropped.
 State: ``left``, the left rows by key, and ``right``, the right rows (keys and the columns
 the residual reads) by key, both z-sets. A change reads the right rows of the keys of both
 changes and the left rows of the keys of the right change: unlike the plain semi join,
-each touched key costs its rows on both sides, not a count.
+each touched key costs its rows on both sides, not a count. The rule is written once, in
+:mod:`ivm_assets.rules.residual_semi_join`, and rendered by Spark here and by DuckDB for
+epochs computed in process.
 """
 
 from __future__ import annotations
 
-from functools import reduce
-
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
-from ivm_assets.operators.base import EpochContext, Operator, col, consolidate
+from ivm_assets.operators.base import EpochContext, Operator
 from ivm_assets.operators.keys import KeyedPair, lookup
-from ivm_assets.sql.plan import q
-from ivm_assets.zset import BUCKET, WEIGHT
+from ivm_assets.rules import render_spark
+from ivm_assets.rules import residual_semi_join as residual_rule
+from ivm_assets.zset import BUCKET
 
 
 class ResidualSemiJoinOp(KeyedPair):
@@ -50,33 +50,25 @@ class ResidualSemiJoinOp(KeyedPair):
         super().__init__(op_id, left, right, left_keys, right_keys, left.columns)
         self.anti, self.residual = anti, residual
 
-    def _passing(self, left: DataFrame, right: DataFrame | None) -> DataFrame:
-        """The rows of ``left`` (with their weights) that pass against the present rows of ``right``."""
-        if right is None:
-            return left if self.anti else left.limit(0)
-        present = right.filter(col(WEIGHT) > 0).drop(WEIGHT)
-        cond = reduce(lambda a, b: a & b, [left[q(a)] == present[q(b)] for a, b in zip(self.left_keys, self.right_keys)])
-        return left.join(present, cond & F.expr(self.residual), "left_anti" if self.anti else "left_semi")
-
     def step(self, ctx: EpochContext) -> DataFrame:
         dl, dr, left_nulls, _, types = self.split_changes(ctx)
-        left, right = dl.df.drop(BUCKET), dr.df.drop(BUCKET)
-        parts: list[DataFrame] = [left_nulls.drop(BUCKET)] if self.anti else []
+        inputs = {"dl": dl.df.drop(BUCKET), "dr": dr.df.drop(BUCKET), "nulls": left_nulls.drop(BUCKET)}
+        present = {name for name, batch in (("dl", dl), ("dr", dr)) if batch.rows}
         if dl.rows or dr.rows:
-            old_right = lookup(ctx, self.right_state, [(dr, self.right_keys), (dl, self.left_keys)])
-            new_right = right if old_right is None else consolidate(old_right.unionByName(right), self.right.columns)
-            if dl.rows:
-                parts.append(self._passing(left, new_right))
-            old_left = lookup(ctx, self.left_state, [(dr, self.right_keys)]) if dr.rows else None
-            if old_left is not None:
-                parts.append(self._passing(old_left, new_right))
-                gone = self._passing(old_left, old_right)
-                parts.append(gone.withColumn(WEIGHT, -col(WEIGHT)))
-        # Lazy: its consumer materializes it once.
-        out = consolidate(reduce(DataFrame.unionAll, parts), self.columns) if parts else left.limit(0)
+            old = {"old_right": lookup(ctx, self.right_state, [(dr, self.right_keys), (dl, self.left_keys)]),
+                   "old_left": lookup(ctx, self.left_state, [(dr, self.right_keys)]) if dr.rows else None}
+            for name, rows in old.items():
+                if rows is not None:
+                    inputs[name] = rows
+                    present.add(name)
+        out = render_spark.render(self.rule(present), inputs)
         self.left_state.write(ctx, dl, types)
         self.right_state.write(ctx, dr, types)
         return out
+
+    def rule(self, present: set[str]):
+        """This join's rule on changes (:mod:`ivm_assets.rules.residual_semi_join`) over ``present``."""
+        return residual_rule.rule(self.columns, self.right.columns, self.left_keys, self.right_keys, self.anti, self.residual, present)
 
     def describe(self) -> str:
         on = " AND ".join(f"{a} = {b}" for a, b in zip(self.left_keys, self.right_keys))

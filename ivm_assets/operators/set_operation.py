@@ -14,21 +14,25 @@ before the change and l' = l + Δl, r' = r + Δr after,
 State: ``counts``, one z-set of both inputs' rows tagged with their side (``__side`` 0 for
 the left, 1 for the right), bucketed by a hash of the whole row. A change reads the
 counts of just the rows it touches, both sides in one lookup. ``UNION`` (distinct) needs no
-operator of its own: it is DISTINCT over UNION ALL.
+operator of its own: it is DISTINCT over UNION ALL. The rule is written once, in
+:mod:`ivm_assets.rules.set_operation`, and rendered by Spark here and by DuckDB for epochs
+computed in process.
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ivm_assets.operators.base import EpochContext, Operator, col, consolidate, materialize, nothing
+from ivm_assets.rules import render_spark
+from ivm_assets.rules import set_operation as set_rule
+from ivm_assets.rules.set_operation import SIDE
 from ivm_assets.state.arrangement import StateTable, default_hash_types, with_bucket
 from ivm_assets.zset import BUCKET, WEIGHT
 
-SIDE = "__side"
 Kind = Literal["intersect", "except"]
 
 _RULES = {
@@ -37,17 +41,6 @@ _RULES = {
     ("except", True): "max(l − r, 0)",
     ("except", False): "[l > 0 ∧ r = 0]",
 }
-
-
-def multiplicity(kind: Kind, all: bool, left: Column, right: Column) -> Column:
-    """The output multiplicity of a row whose counts are ``left`` and ``right``."""
-    if kind == "intersect" and all:
-        return F.greatest(F.least(left, right), F.lit(0))
-    if kind == "except" and all:
-        return F.greatest(left - right, F.lit(0))
-    if kind == "intersect":
-        return F.when((left > 0) & (right > 0), 1).otherwise(0)
-    return F.when((left > 0) & (right <= 0), 1).otherwise(0)
 
 
 class SetOperationOp(Operator):
@@ -88,29 +81,17 @@ class SetOperationOp(Operator):
             if ctx.full:
                 self.counts.write(ctx, batch, types)
             return delta.select(*[col(c) for c in self.columns], col(WEIGHT))
+        inputs = {"change": delta}
         raw = self.counts.read(ctx, batch, self.columns)
-        zero = F.lit(0).cast("bigint")
-        # Old counts and changes side by side, one row per touched row (GROUP BY: NULLs equal).
-        tagged = delta.select(*[col(c) for c in self.columns], col(SIDE), col(WEIGHT).alias("__d"), zero.alias("__o"))
         if raw is not None:
-            old = self.counts.current(raw)
-            tagged = tagged.unionByName(
-                old.select(*[col(c) for c in self.columns], col(SIDE), zero.alias("__d"), col(WEIGHT).alias("__o"))
-            )
-
-        def total(side: int, what: str) -> Column:
-            return F.sum(F.when(col(SIDE) == side, col(what)).otherwise(zero)).alias(f"{what}{side}")
-
-        per_row = tagged.groupBy(*[col(c) for c in self.columns]).agg(
-            total(0, "__o"), total(1, "__o"), total(0, "__d"), total(1, "__d")
-        )
-        l_old, r_old = col("__o0"), col("__o1")
-        l_new, r_new = l_old + col("__d0"), r_old + col("__d1")
-        weight = multiplicity(self.kind, self.all, l_new, r_new) - multiplicity(self.kind, self.all, l_old, r_old)
-        # Lazy: its consumer materializes it once.
-        out = per_row.select(*[col(c) for c in self.columns], weight.cast("bigint").alias(WEIGHT)).filter(col(WEIGHT) != 0)
+            inputs["old"] = self.counts.current(raw)
+        out = render_spark.render(self.rule(set(inputs)), inputs)
         self.counts.write(ctx, batch, types)
         return out
+
+    def rule(self, present: set[str]):
+        """This operation's rule on changes (:mod:`ivm_assets.rules.set_operation`) over ``present``."""
+        return set_rule.rule(self.columns, self.kind, self.all, present)
 
     def describe(self) -> str:
         name = f"{self.kind} all" if self.all else self.kind

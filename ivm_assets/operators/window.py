@@ -15,15 +15,18 @@ order (:mod:`ivm_assets.sql.order_ties`), so a recompute gives the same rows.
 
 State: the input rows (z-set) bucketed by the PARTITION BY columns; a change reads the rows
 of the partitions it touches. Without PARTITION BY the whole input is one partition: every
-change reads it whole and recomputes the window over all of it (correct, not cheap).
+change reads it whole and recomputes the window over all of it (correct, not cheap). The
+rule is written once, in :mod:`ivm_assets.rules.window`; DuckDB renders it for epochs
+computed in process when every call translates (:mod:`ivm_assets.local.expressions`).
 """
 
 from __future__ import annotations
 
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
-from ivm_assets.operators.base import EpochContext, Operator, col, consolidate, copies, materialize, nothing
+from ivm_assets.operators.base import EpochContext, Operator, consolidate, materialize, nothing
+from ivm_assets.rules import render_spark
+from ivm_assets.rules import window as window_rule
 from ivm_assets.state.arrangement import StateTable, default_hash_types, with_bucket
 from ivm_assets.zset import BUCKET, WEIGHT
 
@@ -44,17 +47,6 @@ class WindowOp(Operator):
     def state_tables(self) -> tuple[StateTable, ...]:
         return (self.rows,)
 
-    def _window(self, rows: DataFrame, sign: int) -> DataFrame:
-        """W(rows): each row repeated as many times as its weight, the functions computed."""
-        repeated = rows.filter(col(WEIGHT) > 0).withColumn(
-            "__rep", F.explode(F.array_repeat(F.lit(1), copies(col(WEIGHT))))
-        )
-        return repeated.select(
-            *[col(c) for c in self.input.columns],
-            *[F.expr(sql).alias(name) for name, sql in self.calls],
-            F.lit(sign).cast("bigint").alias(WEIGHT),
-        )
-
     def step(self, ctx: EpochContext) -> DataFrame:
         change = consolidate(self.input.step(ctx), self.input.columns)
         types = default_hash_types(change, self.partition)
@@ -65,12 +57,14 @@ class WindowOp(Operator):
         old = self.rows.current(raw) if raw is not None else None
         if old is not None and not raw.local:
             old = materialize(old, small=not ctx.full).df  # read once, used twice
-        new = consolidate(old.unionByName(delta), self.input.columns) if old is not None else delta
-        out = self._window(new, 1)
-        if old is not None:
-            out = out.unionByName(self._window(old, -1))
+        inputs = {"delta": delta} | ({"old": old} if old is not None else {})
+        out = render_spark.render(self.rule(set(inputs)), inputs)
         self.rows.write(ctx, batch, types)
-        return consolidate(out, self.columns)  # lazy: its consumer materializes it once
+        return out  # lazy: its consumer materializes it once
+
+    def rule(self, present: set[str]):
+        """This window's rule on changes (:mod:`ivm_assets.rules.window`) over ``present``."""
+        return window_rule.rule(self.input.columns, self.calls, present)
 
     def describe(self) -> str:
         by = f"PARTITION BY {', '.join(self.partition)}" if self.partition else "one partition (no PARTITION BY)"

@@ -39,7 +39,7 @@ from ivm_assets.zset import WEIGHT, normal_rows
 if TYPE_CHECKING:
     import duckdb
 
-__all__ = ["duckdb_sql", "in_arrow", "in_duckdb", "in_spark", "output_schema"]
+__all__ = ["duckdb_sql", "in_arrow", "in_duckdb", "in_spark", "normal_sql", "output_schema"]
 
 
 def output_schema(schema: pa.Schema, columns: tuple[str, ...] | list[str]) -> pa.Schema:
@@ -72,7 +72,7 @@ def duckdb_sql(columns: tuple[str, ...] | list[str], schema: pa.Schema, relation
     GROUP BY "k", "x" HAVING sum("__w") <> 0
     """
     names = [_quoted(c) for c in columns]
-    normal = [_normal_sql(name, schema.field(c).type) for c, name in zip(columns, names)]
+    normal = [normal_sql(name, schema.field(c).type) for c, name in zip(columns, names)]
     w = _quoted(WEIGHT)
     inner = f"SELECT {', '.join([*normal, w])} FROM {relation}"
     grouped = f" GROUP BY {', '.join(names)}" if names else ""
@@ -83,7 +83,8 @@ def _quoted(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _normal_sql(name: str, t: pa.DataType) -> str:
+def normal_sql(name: str, t: pa.DataType) -> str:
+    """The column ``name`` (quoted) of type ``t`` with its floats in normal form, as a select item."""
     if not pa.types.is_floating(t):
         return name
     sql_type = "FLOAT" if pa.types.is_float32(t) else "DOUBLE"

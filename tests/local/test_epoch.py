@@ -55,7 +55,8 @@ def test_filter_project_aggregate_distinct_run_in_process_and_match_a_recompute(
 
 
 OUTSIDE_THE_RULES = {
-    "outer": ("SELECT o.id, p.id AS pid FROM orders o LEFT JOIN orders p ON o.cust = p.qty", "no in-process rule for left outer join"),
+    "frame": ("SELECT id, SUM(qty) OVER (PARTITION BY cust ORDER BY id ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) AS s FROM orders",
+              "a window frame"),
     "upper": ("SELECT region, SUM(qty) AS q FROM orders WHERE upper(region) = 'NORTH' GROUP BY region", "UPPER"),
     "cast": ("SELECT region, COUNT(*) AS n FROM orders WHERE cust = '1' GROUP BY region", "Spark casts implicitly"),
     "firsts": (
@@ -76,6 +77,35 @@ def test_epochs_outside_the_rules_run_in_spark_with_the_reason(builder):
     for name, (_, reason) in OUTSIDE_THE_RULES.items():
         engine = results[name].engine
         assert results[name].mode == "incremental" and engine.startswith("spark: ") and reason in engine, (name, engine)
+    assert_oracle(project)
+
+
+EVERY_KIND_OF_JOIN = {
+    "outer": "SELECT o.id, p.id AS pid FROM orders o LEFT JOIN orders p ON o.cust = p.qty",
+    "full": "SELECT o.id, p.id AS pid FROM orders o FULL JOIN orders p ON o.cust = p.qty AND p.amount > o.amount",
+    "semi": "SELECT id FROM orders o WHERE cust IN (SELECT qty FROM orders)",
+    "anti": "SELECT id FROM orders o WHERE NOT EXISTS (SELECT 1 FROM orders p WHERE p.qty = o.cust AND p.id <> o.id)",
+    "not_in": "SELECT id FROM orders WHERE cust NOT IN (SELECT qty FROM orders WHERE region = 'south')",
+    "intersect": "SELECT cust FROM orders INTERSECT SELECT qty FROM orders",
+    "except_all": "SELECT cust FROM orders EXCEPT ALL SELECT qty FROM orders",
+    "window": "SELECT id, RANK() OVER (PARTITION BY cust ORDER BY qty) AS r, SUM(qty) OVER (PARTITION BY region) AS s FROM orders",
+}
+
+
+def test_every_kind_of_join_set_operation_and_window_runs_in_process(builder):
+    """Outer, semi, anti (with a residual), NOT IN, set operations and windows: their rules
+    are written once (ivm_assets.rules) and rendered by DuckDB for small epochs."""
+    from ivm_assets.delta.write import delete_rows
+
+    uri = builder.source("orders", _orders([(i, i % 4 if i % 5 else None, ["north", "south"][i % 2], Decimal(f"{i}.25"), i % 3) for i in range(1, 30)]))
+    for name, sql in EVERY_KIND_OF_JOIN.items():
+        builder.view(name, sql)
+    project = builder.load()
+    project.refresh()
+    write_deltalake(uri, _orders([(40, 2, "south", Decimal("9.00"), 7), (41, None, "north", Decimal("1.00"), 2)]), mode="append")
+    delete_rows(uri, "id IN (3, 4, 10)")
+    results = _refresh(project)
+    assert {name: (r.mode, r.engine) for name, r in results.items()} == {name: ("incremental", "in process") for name in EVERY_KIND_OF_JOIN}
     assert_oracle(project)
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from tests.conftest import ProjectBuilder, assert_oracle
+from tests.conftest import ProjectBuilder, assert_oracle, small_epochs
 from tests.random_changes import apply_random_batch, initial_table
 from ivm_assets.settings import SMALL_EPOCHS_ENV
 
@@ -37,18 +37,11 @@ property_settings = settings(
 def epochs_alternating(step: int) -> Iterator[None]:
     """Odd steps run their epochs in Spark, even ones in process where they can: both ways
     of running an operator are tested, and so is handing state from one to the other."""
-    before = os.environ.get(SMALL_EPOCHS_ENV)
-    if before == "spark":  # every epoch in Spark was asked for (the run over Spark Connect)
+    if os.environ.get(SMALL_EPOCHS_ENV) == "spark":  # every epoch in Spark was asked for (the run over Spark Connect)
         yield
         return
-    os.environ[SMALL_EPOCHS_ENV] = "spark" if step % 2 else "auto"
-    try:
+    with small_epochs("spark" if step % 2 else "auto"):
         yield
-    finally:
-        if before is None:
-            os.environ.pop(SMALL_EPOCHS_ENV)
-        else:
-            os.environ[SMALL_EPOCHS_ENV] = before
 
 
 def run_random_batches(spark, data, views: dict[str, str], tables: tuple[str, ...] = ("t",)) -> None:

@@ -1,0 +1,195 @@
+"""The in-process epochs of the operators whose rules are written once
+(:mod:`ivm_assets.rules`): outer, semi, anti and residual semi/anti joins, NOT IN, windows and
+INTERSECT/EXCEPT. Each binds the relations its rule reads (change sets, state rows read on
+the driver) and has DuckDB compute the rule (:mod:`ivm_assets.rules.render_duckdb`); a mixin
+of :class:`~ivm_assets.local.epoch.LocalEpoch`, whose state helpers it uses."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ivm_assets.local.columns import cast_columns, split_null_keys
+from ivm_assets.local.expressions import Untranslatable, arrow_type, common_type
+from ivm_assets.operators.keys import KeyedPair
+from ivm_assets.operators.outer_join import OuterJoinOp
+from ivm_assets.operators.residual_semi_join import ResidualSemiJoinOp
+from ivm_assets.operators.semi_join import NotInOp, SemiJoinOp
+from ivm_assets.operators.set_operation import SetOperationOp
+from ivm_assets.operators.window import WindowOp
+from ivm_assets.rules import rel, render_duckdb
+from ivm_assets.rules.not_in import NULL
+from ivm_assets.rules.set_operation import SIDE
+from ivm_assets.spark.arrow import normalize_table
+from ivm_assets.state.arrangement import StateTable
+from ivm_assets.zset import BUCKET, WEIGHT
+
+
+class RuleVisits:
+    """``visit_*`` of the operators whose rules are in :mod:`ivm_assets.rules`."""
+
+    # --- semi, anti and outer joins: rules of :mod:`ivm_assets.rules`, rendered by DuckDB ----
+    def visit_SemiJoinOp(self, op: SemiJoinOp) -> pa.Table:
+        return self._keyed_pair(op, op.rule, {"old_right": ("right", "both"), "old_left": ("left", "right")}, {"nulls": "left"})
+
+    def visit_ResidualSemiJoinOp(self, op: ResidualSemiJoinOp) -> pa.Table:
+        return self._keyed_pair(op, op.rule, {"old_right": ("right", "both"), "old_left": ("left", "right")}, {"nulls": "left"})
+
+    def visit_OuterJoinOp(self, op: OuterJoinOp) -> pa.Table:
+        return self._keyed_pair(
+            op, op.rule.rule, {"old_left": ("left", "both"), "old_right": ("right", "both")},
+            {"left_nulls": "left", "right_nulls": "right"},
+        )
+
+    def _keyed_pair(self, op: KeyedPair, rule, lookups: dict[str, tuple[str, str]], nulls: dict[str, str]) -> pa.Table:
+        """One epoch of an operator over two inputs matched on keys (:class:`KeyedPair`): both
+        changes consolidated, their rows with a NULL key set apart (bound as ``nulls`` names
+        them), each state read for the keys ``lookups`` names (``"both"``: the keys of both
+        changes), ``rule(present)`` computed by DuckDB, and both changes stored."""
+        changes, null_rows, hashes = {}, {}, {}
+        for side, child, keys, table in (("left", op.left, op.left_keys, op.left_state), ("right", op.right, op.right_keys, op.right_state)):
+            change = self.consolidate(self.change(child), child.columns)
+            changes[side], null_rows[side] = split_null_keys(change, keys)
+            hashes[side] = self._hashes(table)
+            changes[side] = changes[side].append_column(BUCKET, self._buckets(changes[side], keys, hashes[side]))
+        for a, b in zip(op.left_keys, op.right_keys):
+            types = [arrow_type(changes[s].schema.field(k).type) for s, k in (("left", a), ("right", b))]
+            common_type(types, f"the join key {a} = {b}")
+        dl, dr = changes["left"], changes["right"]
+        tables = {"dl": dl.drop_columns([BUCKET]), "dr": dr.drop_columns([BUCKET])}
+        tables |= {name: null_rows[side] for name, side in nulls.items()}
+        present = {name for name, t in (("dl", dl), ("dr", dr)) if t.num_rows}
+        keyed = {"left": (op.left_state, op.left_keys), "right": (op.right_state, op.right_keys)}
+        if present:
+            for name, (side, probed_by) in lookups.items():
+                table, names = keyed[side]
+                order = (side, "right" if side == "left" else "left") if probed_by == "both" else (probed_by,)
+                parts = [(changes[s], keyed[s][1]) for s in order if changes[s].num_rows]
+                if parts and (rows := self._lookup(table, self._probe(parts, names, hashes[side]), names)) is not None:
+                    tables[name] = rows
+                    present.add(name)
+        fields = {f.name: f for t in (dr, dl) for f in t.schema}  # the left's where names repeat
+        out = self._rendered(rule(present), tables, fields, op.columns)
+        self._write(op.left_state, dl)
+        self._write(op.right_state, dr)
+        return out
+
+    # --- NOT IN: the two steps of :mod:`ivm_assets.rules.not_in` ------------------------------
+    def visit_NotInOp(self, op: NotInOp) -> pa.Table:
+        rule = op.rule
+        left = self.consolidate(self.change(op.left), op.left.columns)
+        right = self.consolidate(self.change(op.right), op.right.columns)
+        right = right.append_column(NULL, pc.is_null(right.column(op.c)))
+        for a, b in zip(op.left_keys, op.right_keys):
+            types = [arrow_type(left.schema.field(a).type), arrow_type(right.schema.field(b).type)]
+            common_type(types, f"NOT IN's keys {a} = {b}")
+        dl_grouped, dl_no_group = split_null_keys(left, op.left_groups_keys)
+        dl_pairs, _ = split_null_keys(dl_grouped, (op.x,))
+        dr_grouped, _ = split_null_keys(right, op.right_group_keys)  # a NULL group is no group
+        dr_pairs, _ = split_null_keys(dr_grouped, (op.c,))
+        hashes = {t.name: self._hashes(t) for t in op.state_tables}
+        keyed = {  # per state table: its keys, and the change it stores (bucketed below)
+            "left": (op.left_keys, dl_pairs), "left_groups": (op.left_groups_keys, dl_grouped),
+            "values": (op.right_keys, dr_pairs), "groups": (op.right_group_keys, dr_grouped),
+        }
+        tables = {"dl_no_group": dl_no_group, "dl_grouped": dl_grouped, "dr_groups": dr_grouped, "dr_pairs": dr_pairs}
+        present: set[str] = set()
+        if dl_grouped.num_rows or dr_grouped.num_rows:
+            found = {
+                "old_groups": (op.groups, [(dr_grouped, op.right_group_keys), (dl_grouped, op.left_groups_keys)]),
+                "old_values": (op.values, [(dr_pairs, op.right_keys), (dl_pairs, op.left_keys)]),
+            }
+            for name, (table, parts) in found.items():
+                if (rows := self._read(table, parts, hashes)) is not None:
+                    tables[name] = rows
+                    present.add(name)
+            tables["status"] = self._computed(rule.status(present), tables)
+            tables["counts"] = self._computed(rule.counts(present), tables)
+            present |= {"status", "counts"}
+            if dr_grouped.num_rows:
+                flipped = self._computed(rule.flipped(), tables)
+                if flipped.num_rows:
+                    if (rows := self._read(op.left_groups, [(flipped, op.right_group_keys)], hashes)) is not None:
+                        rows_pairs, _ = split_null_keys(rows, (op.x,))
+                        counts = tables["counts"]
+                        if rows_pairs.num_rows:
+                            theirs = {"dr_pairs": dr_pairs}
+                            if (old := self._read(op.values, [(rows_pairs, op.left_keys)], hashes)) is not None:
+                                theirs["old_values"] = old
+                            counts = self._computed(rule.counts(set(theirs)), theirs)
+                        tables |= {"flipped_rows": rows, "flipped_counts": counts}
+                        present.add("flipped_rows")
+                    tables["flipped"] = flipped
+                    present.add("flipped")
+                if dr_pairs.num_rows and (rows := self._read(op.left_state, [(dr_pairs, op.right_keys)], hashes)) is not None:
+                    tables["touched_rows"] = rows
+                    present.add("touched_rows")
+        out = self._rendered(rule.output(present), tables, {f.name: f for f in left.schema}, op.columns)
+        for table in op.state_tables:
+            keys, change = keyed[table.name]
+            self._write(table, change.append_column(BUCKET, self._buckets(change, keys, hashes[table.name])))
+        return out
+
+    def _read(self, table: StateTable, parts: list[tuple[pa.Table, tuple[str, ...]]], hashes: dict[str, tuple[str, ...]]) -> pa.Table | None:
+        """``table``'s current rows for the keys of ``parts`` (None: none, or no state)."""
+        parts = [(t, keys) for t, keys in parts if t.num_rows]
+        if not parts:
+            return None
+        return self._lookup(table, self._probe(parts, table.keys, hashes[table.name]), table.keys)
+
+    def _computed(self, node: rel.Rel, tables: dict[str, pa.Table]) -> pa.Table:
+        """A step of a rule computed by DuckDB over ``tables``, as DuckDB types it."""
+        query, _ = render_duckdb.render(node, {name: t.schema for name, t in tables.items()})
+        return normalize_table(self.sql(query, **tables))
+
+    # --- window: the rule of :mod:`ivm_assets.rules.window` ---------------------------------
+    def visit_WindowOp(self, op: WindowOp) -> pa.Table:
+        change = self.consolidate(self.change(op.input), op.input.columns)
+        batch = change.append_column(BUCKET, self._buckets(change, op.partition, self._hashes(op.rows)))
+        tables = {"delta": change}
+        if change.num_rows and (old := self._lookup(op.rows, batch, op.partition)) is not None:
+            tables["old"] = cast_columns(old, change.schema, change.schema.names)
+        out = self._computed(op.rule(set(tables)), tables)
+        self._write(op.rows, batch)
+        return out
+
+    # --- INTERSECT / EXCEPT: the rule of :mod:`ivm_assets.rules.set_operation` ---------------
+    def visit_SetOperationOp(self, op: SetOperationOp) -> pa.Table:
+        parts = []
+        for side, child in enumerate((op.left, op.right)):
+            change = self.change(child).rename_columns([*op.columns, WEIGHT])
+            parts.append(change.append_column(SIDE, pa.array([side] * change.num_rows, pa.int32())))
+        if parts[0].schema != parts[1].schema:
+            raise Untranslatable("INTERSECT / EXCEPT of inputs typed differently (Spark widens them)")
+        change = self.consolidate(pa.concat_tables(parts), (*op.columns, SIDE))
+        fields = {f.name: f for f in change.schema}
+        if change.num_rows == 0:
+            return pa.schema([*(fields[c] for c in op.columns), pa.field(WEIGHT, pa.int64())]).empty_table()
+        batch = change.append_column(BUCKET, self._buckets(change, op.columns, self._hashes(op.counts)))
+        tables = {"change": change}
+        if (old := self._lookup(op.counts, batch, op.columns)) is not None:
+            tables["old"] = cast_columns(old, change.schema, change.schema.names)
+        out = self._rendered(op.rule(set(tables)), tables, fields, op.columns)
+        self._write(op.counts, batch)
+        return out
+
+    def _probe(self, parts: list[tuple[pa.Table, tuple[str, ...]]], names: tuple[str, ...], hashes: tuple[str, ...]) -> pa.Table:
+        """The keys of ``parts`` (change sets with their key columns) as one probe of a state
+        table keyed by ``names`` (hashed by ``hashes``), cast to the first part's key types."""
+        first = parts[0][0].select(list(parts[0][1])).rename_columns(list(names))
+        probes = []
+        for table, keys in parts:
+            keyed = table.select(list(keys)).rename_columns(list(names))
+            try:
+                keyed = keyed.cast(first.schema)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                raise Untranslatable(f"join keys of types {keyed.schema.types} and {first.schema.types} ({exc})") from exc
+            probes.append(keyed)
+        probe = pa.concat_tables(probes)
+        return probe.append_column(BUCKET, self._buckets(probe, names, hashes))
+
+    def _rendered(self, node: rel.Rel, tables: dict[str, pa.Table], fields: dict[str, pa.Field], columns: tuple[str, ...]) -> pa.Table:
+        """A rule's IR computed by DuckDB over ``tables``: ``columns`` typed as ``fields``, and the weight."""
+        query, _ = render_duckdb.render(node, {name: t.schema for name, t in tables.items()})
+        schema = pa.schema([*(fields[c] for c in columns), pa.field(WEIGHT, pa.int64())])
+        return cast_columns(self.sql(query, **tables), schema, schema.names)
