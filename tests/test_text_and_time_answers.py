@@ -59,6 +59,7 @@ VIEWS = {
     "compared": "SELECT id, s FROM text WHERE s > 'a' AND s <> 'b%_c'",
     "trailing_space": "SELECT id FROM text WHERE s = 'a' OR t = 'x '",
     "like": "SELECT id, s FROM text WHERE s LIKE 'a%' OR s LIKE '_' OR t LIKE '%'",
+    "substrings": "SELECT id, substring(s, 1, 1) AS a, substring(t, 2) AS b, year(d) AS y FROM text WHERE substring(s, 1, 2) <> 'b%'",
     "not_like": "SELECT id, s FROM text WHERE s NOT LIKE 'a%' AND t NOT LIKE '%x'",
     "like_escape": "SELECT id FROM text WHERE s LIKE 'b\\\\%\\\\_c' OR s LIKE 'b!%!_%' ESCAPE '!'",
     "joined": "SELECT l.id AS lid, r.id AS rid, l.s FROM text l JOIN other r ON l.s = r.s",

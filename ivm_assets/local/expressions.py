@@ -25,6 +25,7 @@ construct, which keeps that view's epochs in Spark. The rules:
   DECIMALs in floating point). A division by zero fails here, and Spark decides;
 - ``CAST(x AS DATE)`` of a TIMESTAMP (its date in the session zone, the connection's) or
   TIMESTAMP_NTZ (its date part);
+- ``year(d)`` of a DATE; ``substring(s, pos[, len])`` with literal ``pos >= 1``, ``len >= 0``;
 - window functions (the window operator's): ROW_NUMBER, RANK, DENSE_RANK, COUNT, SUM of
   integers, MIN and MAX over the default frame, partitioned and ordered by columns of the
   value families, NULL order as Spark's;
@@ -415,6 +416,25 @@ class _Translator:
         items = [self(e) for e in [node.this, *node.expressions]]
         return f"COALESCE({', '.join(s for s, _ in items)})", common_type([t for _, t in items], "COALESCE")
 
+
+    def visit_Year(self, node: exp.Year) -> tuple[str, SqlType]:
+        """``year(d)`` of a DATE (proleptic Gregorian in both engines); Spark's INT."""
+        arg = node.this.this if isinstance(node.this, exp.TsOrDsToDate) else node.this
+        x, _ = self._operand(arg, "date", "YEAR")
+        return f"CAST(year({x}) AS INTEGER)", SqlType("number", 10, 0, integer=True)
+
+    def visit_Substring(self, node: exp.Substring) -> tuple[str, SqlType]:
+        """``substring(s, pos[, len])`` with a literal position of at least 1 and a literal
+        length of at least 0: both engines count code points from 1 alike. Spark's position 0
+        (taken as 1) and negative positions or lengths differ from DuckDB's: refused."""
+        start, length = node.args.get("start"), node.args.get("length")
+        literals = [a for a in (start, length) if a is not None]
+        if start is None or not all(isinstance(a, exp.Literal) and not a.is_string and re.fullmatch(r"\d+", a.this) for a in literals):
+            raise Untranslatable(f"SUBSTRING with a position or length other than a plain literal ({node.sql('spark')})")
+        if int(start.this) < 1:
+            raise Untranslatable(f"SUBSTRING from position {start.this} ({node.sql('spark')})")
+        x, _ = self._operand(node.this, "string", "SUBSTRING")
+        return f"substring({x}, {', '.join(a.this for a in literals)})", SqlType("string")
 
     # --- window functions (the window operator's calls) ------------------------------------
     _RANKING = {"RowNumber": "row_number()", "Rank": "rank()", "DenseRank": "dense_rank()"}

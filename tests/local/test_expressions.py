@@ -41,6 +41,10 @@ SAME = [
     "`s` LIKE '_ED%'",
     # NOT LIKE is a negated LIKE node in sqlglot: the negation was once dropped (issue 25).
     "`s` NOT LIKE 'PROMO%'",
+    "substring(`s`, 1, 2)",
+    "substring(`s`, 3)",
+    "SUBSTRING(`s`, 2, 0) = ''",
+    "year(`day`) + 1",
     "NOT `s` NOT LIKE '%BOX'",
     "`s` IN ('MED BOX', 'prom', NULL)",
     "`s` NOT IN ('MED BOX')",
