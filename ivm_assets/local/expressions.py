@@ -17,7 +17,8 @@ construct, which keeps that view's epochs in Spark. The rules:
   exact one, the expression is refused. Otherwise both compute the exact value: DuckDB over
   DECIMAL(38, s) operands (an overflow is an error in both, not a different value);
 - comparisons, ``<=>``, BETWEEN, IN, IS [NOT] NULL, AND/OR/NOT (three-valued in both), LIKE
-  with a literal pattern (``%`` and ``_`` only), CASE and COALESCE; the operands of one
+  and NOT LIKE with a literal pattern (its escapes, ``\\`` or an ESCAPE character, read as
+  Spark reads them), CASE and COALESCE; the operands of one
   comparison must be of one family (numbers, text, dates, …): Spark's implicit casts
   between families ('1.0' = 1) are not mirrored;
 - ``/``: integers in double precision as Spark does; DECIMALs by :func:`spark_divide`, a
@@ -388,13 +389,23 @@ class _Translator:
         common_type([xt, *(t for _, t in items)], node.sql("spark"))
         return f"({x} IN ({', '.join(s for s, _ in items)}))", _BOOL
 
-    def visit_Like(self, node: exp.Like) -> tuple[str, SqlType]:
+    def visit_Like(self, node: exp.Like, escape: str = "\\") -> tuple[str, SqlType]:
+        """LIKE with a literal pattern (sqlglot has read the literal's string escapes as Spark
+        does), its LIKE escapes read as Spark reads them (``escape``: the ESCAPE character,
+        ``\\`` by default) and written for DuckDB with ``ESCAPE '\\'``."""
         pattern = node.expression
-        if not (isinstance(pattern, exp.Literal) and pattern.is_string) or "\\" in pattern.this:
+        if not (isinstance(pattern, exp.Literal) and pattern.is_string):
             raise Untranslatable("LIKE with a pattern that is not a plain literal")
         x, _ = self._operand(node.this, "string", "LIKE")
-        like = f"({x} LIKE {self(pattern)[0]})"
+        like = f"({x} LIKE '{_like_pattern(pattern.this, escape)}' ESCAPE '\\')"
         return (f"(NOT {like})" if node.args.get("negate") else like), _BOOL
+
+    def visit_Escape(self, node: exp.Escape) -> tuple[str, SqlType]:
+        """``LIKE p ESCAPE 'c'`` with one literal escape character."""
+        escape = node.expression
+        if not isinstance(node.this, exp.Like) or not (isinstance(escape, exp.Literal) and escape.is_string and len(escape.this) == 1):
+            raise Untranslatable(f"an ESCAPE clause ({node.sql('spark')})")
+        return self.visit_Like(node.this, escape.this)
 
     def visit_Case(self, node: exp.Case) -> tuple[str, SqlType]:
         if node.this is not None:
@@ -478,6 +489,25 @@ class _Translator:
         if isinstance(func, exp.Sum):
             window = f"CAST({window} AS BIGINT)"  # Spark's type; past its range an error in both
         return f"({window})", t
+
+
+def _like_pattern(pattern: str, escape: str) -> str:
+    """``pattern`` (a LIKE pattern escaped by ``escape``, as Spark reads it) as a DuckDB SQL
+    string body escaped by backslash: the escape before ``%``, ``_`` or itself makes that
+    character literal; before anything else, or last, Spark raises: refused."""
+    out, i = [], 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == escape:
+            nxt = pattern[i + 1] if i + 1 < len(pattern) else None
+            if nxt is None or nxt not in ("%", "_", escape):
+                raise Untranslatable(f"a LIKE pattern whose escape precedes {nxt!r} (Spark raises)")
+            out.append("\\" + nxt if nxt in ("%", "_", "\\") else nxt)
+            i += 2
+            continue
+        out.append("\\\\" if c == "\\" else c)
+        i += 1
+    return "".join(out).replace("'", "''")
 
 
 @lru_cache(maxsize=4096)
