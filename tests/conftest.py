@@ -17,6 +17,11 @@ import pytest
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("IVM_SPARK_MASTER", "local[2]")
 
+# The local S3 server, one per test process for the whole run: fixtures defined (or imported)
+# in two places are two fixtures, and a second server's secret, published through
+# IVM_TEST_S3_SECRET, made the first one's projects fail with ACCESS_DENIED.
+from tests.s3.server import s3_project, s3_server  # noqa: E402,F401
+
 
 @pytest.fixture(scope="session")
 def spark():

@@ -13,7 +13,7 @@ from ivm_assets.delta.read import read_small
 from ivm_assets.delta.write import create_table, delete_rows, update_rows
 from ivm_assets.demo import VIEWS, create_demo_project
 from tests.conftest import assert_oracle
-from tests.s3.conftest import SECRET_ENV
+from tests.s3.server import SECRET_ENV
 
 pytestmark = pytest.mark.s3
 

@@ -20,7 +20,6 @@ from ivm_assets import IvmProject
 from ivm_assets.errors import ConfigError, IvmError
 from ivm_assets.spark.cluster import check_reachable, is_local_master
 from tests.conftest import assert_oracle
-from tests.s3.conftest import s3_project, s3_server  # noqa: F401  (the local S3 server, for the S3 case)
 from tests.spark.standalone import master_json, standalone  # noqa: F401  (the shared cluster fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
