@@ -37,7 +37,6 @@ from ivm_assets.local.rule_visits import RuleVisits
 from ivm_assets.local.spark_hash import as_double, buckets as spark_buckets
 from ivm_assets.local.top_k import TopKVisits
 from ivm_assets.operators.base import Batch, EpochContext, Operator
-from ivm_assets.operators.distinct import DistinctOp
 from ivm_assets.operators.join import JoinOp
 from ivm_assets.operators.linear import FilterOp, ProjectOp, ScanOp, UnionAllOp
 from ivm_assets.spark.arrow import normalize_table
@@ -215,23 +214,6 @@ class LocalEpoch(RuleVisits, AggregateVisits, TopKVisits):
         """The current rows of ``table`` whose keys equal a key of ``touched`` (None: no state)."""
         read = table.read(self.ctx, Batch.of_table(self.ctx.spark, touched), keys)
         return self._current(table, read)
-
-    # --- distinct: a row enters when its count rises above 0, leaves when it falls to 0 ----
-    def visit_DistinctOp(self, op: DistinctOp) -> pa.Table:
-        change = self.consolidate(self.change(op.input), op.columns)
-        if change.num_rows == 0:
-            return change
-        batch = change.append_column(BUCKET, self._buckets(change, op.columns, self._hashes(op.counts)))
-        old = self._lookup(op.counts, batch, op.columns)
-        self._write(op.counts, batch)
-        cols = ", ".join(f"d.{q(c)}" for c in op.columns)
-        w = q(WEIGHT)
-        if old is None:
-            return self.sql(f"SELECT {cols}, CAST(1 AS BIGINT) AS {w} FROM d WHERE d.{w} > 0", d=change)
-        on = " AND ".join(f"d.{q(c)} IS NOT DISTINCT FROM o.{q(c)}" for c in op.columns)
-        before, after = f"coalesce(o.{w}, 0)", f"coalesce(o.{w}, 0) + d.{w}"
-        flip = f"CASE WHEN {before} <= 0 AND {after} > 0 THEN 1 WHEN {before} > 0 AND {after} <= 0 THEN -1 ELSE 0 END"
-        return self.sql(f"SELECT * FROM (SELECT {cols}, CAST({flip} AS BIGINT) AS {w} FROM d LEFT JOIN o ON {on}) WHERE {w} <> 0", d=change, o=old)
 
     # --- state ---------------------------------------------------------------------------
     def _layout(self, table: StateTable) -> str:

@@ -1,6 +1,6 @@
 """The in-process epochs of the operators whose rules are written once
-(:mod:`ivm_assets.rules`): outer, semi, anti and residual semi/anti joins, NOT IN, windows and
-INTERSECT/EXCEPT. Each binds the relations its rule reads (change sets, state rows read on
+(:mod:`ivm_assets.rules`): outer, semi, anti and residual semi/anti joins, NOT IN, DISTINCT,
+windows and INTERSECT/EXCEPT. Each binds the relations its rule reads (change sets, state rows read on
 the driver) and has DuckDB compute the rule (:mod:`ivm_assets.rules.render_duckdb`); a mixin
 of :class:`~ivm_assets.local.epoch.LocalEpoch`, whose state helpers it uses."""
 
@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 
 from ivm_assets.local.columns import cast_columns, split_null_keys
 from ivm_assets.local.expressions import Untranslatable, arrow_type, common_type
+from ivm_assets.operators.distinct import DistinctOp
 from ivm_assets.operators.keys import KeyedPair
 from ivm_assets.operators.outer_join import OuterJoinOp
 from ivm_assets.operators.residual_semi_join import ResidualSemiJoinOp
@@ -141,6 +142,19 @@ class RuleVisits:
         """A step of a rule computed by DuckDB over ``tables``, as DuckDB types it."""
         query, _ = render_duckdb.render(node, {name: t.schema for name, t in tables.items()})
         return normalize_table(self.sql(query, **tables))
+
+    # --- DISTINCT: the rule of :mod:`ivm_assets.rules.distinct` ------------------------------
+    def visit_DistinctOp(self, op: DistinctOp) -> pa.Table:
+        change = self.consolidate(self.change(op.input), op.columns)
+        if change.num_rows == 0:
+            return change
+        batch = change.append_column(BUCKET, self._buckets(change, op.columns, self._hashes(op.counts)))
+        tables = {"delta": change}
+        if (old := self._lookup(op.counts, batch, op.columns)) is not None:
+            tables["old"] = cast_columns(old, change.schema, change.schema.names)
+        out = self._rendered(op.rule(set(tables)), tables, {f.name: f for f in change.schema}, op.columns)
+        self._write(op.counts, batch)
+        return out
 
     # --- window: the rule of :mod:`ivm_assets.rules.window` ---------------------------------
     def visit_WindowOp(self, op: WindowOp) -> pa.Table:

@@ -3,17 +3,20 @@
 Rule on changes: with c the row's multiplicity before the change and c' = c + Δw after,
     Δout = +1 if c ≤ 0 < c',   −1 if c' ≤ 0 < c,   nothing otherwise.
 State: the integrated input as a z-set bucketed by a hash of the whole row; a change reads
-the counts of just the rows it touches.
+the counts of just the rows it touches. The rule is written once, in
+:mod:`ivm_assets.rules.distinct`, and rendered by Spark here and by DuckDB for epochs
+computed in process.
 """
 
 from __future__ import annotations
 
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
-from ivm_assets.operators.base import EpochContext, Operator, col, consolidate, materialize, nothing, null_safe_match
+from ivm_assets.operators.base import EpochContext, Operator, consolidate, materialize, nothing
+from ivm_assets.rules import distinct as distinct_rule
+from ivm_assets.rules import render_spark
 from ivm_assets.state.arrangement import StateTable, default_hash_types, with_bucket
-from ivm_assets.zset import BUCKET, WEIGHT
+from ivm_assets.zset import BUCKET
 
 
 class DistinctOp(Operator):
@@ -41,19 +44,17 @@ class DistinctOp(Operator):
             if ctx.full:
                 self.counts.write(ctx, batch, types)
             return delta
+        inputs = {"delta": delta}
         raw = self.counts.read(ctx, batch, self.columns)
-        old = self.counts.current(raw) if raw is not None else None
-        if old is None:
-            joined = delta.withColumn("__old", F.lit(0).cast("bigint"))
-        else:
-            o = old.select(*[col(c).alias(f"o_{c}") for c in self.columns], col(WEIGHT).alias("__old"))
-            joined = delta.join(o, null_safe_match(delta, o, [(c, f"o_{c}") for c in self.columns]), "left").fillna(0, ["__old"])
-        before, after = col("__old"), col("__old") + col(WEIGHT)
-        flip = F.when((before <= 0) & (after > 0), 1).when((before > 0) & (after <= 0), -1).otherwise(0)
-        # Lazy: its consumer materializes it once.
-        out = joined.select(*[col(c) for c in self.columns], flip.cast("bigint").alias(WEIGHT)).filter(col(WEIGHT) != 0)
+        if raw is not None:
+            inputs["old"] = self.counts.current(raw)
+        out = render_spark.render(self.rule(set(inputs)), inputs)  # lazy: its consumer materializes it once
         self.counts.write(ctx, batch, types)
         return out
+
+    def rule(self, present: set[str]):
+        """This operator's rule on changes (:mod:`ivm_assets.rules.distinct`) over ``present``."""
+        return distinct_rule.rule(self.columns, present)
 
     def describe(self) -> str:
         return "distinct: a row enters when its count rises above 0, leaves when it falls to 0"

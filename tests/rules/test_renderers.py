@@ -149,3 +149,15 @@ def test_windows(spark, seed):
         tables = {"delta": delta} | ({"old": old} if "old" in present else {})
         done = _agree(spark, window.rule(("lk", "lv"), WINDOW_CALLS, present), tables, int64)
         assert done.num_rows > 0
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_distinct(spark, seed):
+    from ivm_assets.rules import distinct
+
+    rng = random.Random(seed)
+    delta = consolidate.in_arrow(_zset(rng, "l", "double", 16), ("lk", "lv"))
+    old = _zset(rng, "l", "double", 16, positive=True)
+    for present in ({"delta"}, {"delta", "old"}):
+        tables = {"delta": delta} | ({"old": old} if "old" in present else {})
+        _agree(spark, distinct.rule(("lk", "lv"), present), tables, _schema(tables, ("lk", "lv")))
