@@ -6,7 +6,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ivm_assets.local.expressions import Untranslatable
+from ivm_assets.local.expressions import Untranslatable, arrow_type, common_type
 
 
 def q(name: str) -> str:
@@ -21,6 +21,14 @@ def cast_columns(table: pa.Table, schema: pa.Schema, names: list[str]) -> pa.Tab
         return table.select(names).cast(pa.schema([schema.field(n) for n in names]))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
         raise Untranslatable(f"a value does not fit its state column ({exc})") from exc
+
+
+def check_key_types(left: pa.Table, right: pa.Table, pairs, what: str) -> None:
+    """Refuse (:class:`Untranslatable`) key pairs (left column, right column) whose values
+    are not of one family: Spark compares those through implicit casts DuckDB does not
+    mirror. ``what`` names the pairs in the message."""
+    for a, b in pairs:
+        common_type([arrow_type(left.schema.field(a).type), arrow_type(right.schema.field(b).type)], f"{what} {a} = {b}")
 
 
 def split_null_keys(table: pa.Table, keys: tuple[str, ...]) -> tuple[pa.Table, pa.Table]:

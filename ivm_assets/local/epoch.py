@@ -31,8 +31,8 @@ import pyarrow as pa
 
 from ivm_assets.delta.snapshot import arrow_schema
 from ivm_assets.local.aggregate import AggregateVisits
-from ivm_assets.local.columns import q
-from ivm_assets.local.expressions import SqlType, Untranslatable, arrow_type, common_type, register, translate
+from ivm_assets.local.columns import check_key_types, q
+from ivm_assets.local.expressions import SqlType, Untranslatable, arrow_type, register, translate
 from ivm_assets.local.rule_visits import RuleVisits
 from ivm_assets.local.spark_hash import as_double, buckets as spark_buckets
 from ivm_assets.local.top_k import TopKVisits
@@ -185,8 +185,7 @@ class LocalEpoch(RuleVisits, AggregateVisits, TopKVisits):
             hashes = self._hashes(table)
             sides.append(change.append_column(BUCKET, self._buckets(change, keys, hashes)))
         dl, dr = sides
-        for a, b in zip(op.left_keys, op.right_keys):
-            common_type([arrow_type(dl.schema.field(a).type), arrow_type(dr.schema.field(b).type)], f"the join key {a} = {b}")
+        check_key_types(dl, dr, zip(op.left_keys, op.right_keys), "the join key")
         parts: list[tuple[str, pa.Table, pa.Table]] = []
         if dl.num_rows and (old_right := self._lookup(op.right_state, dl, op.left_keys)) is not None:
             parts.append(("l", dl, old_right))

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ivm_assets.local.columns import cast_columns, split_null_keys
-from ivm_assets.local.expressions import Untranslatable, arrow_type, common_type
+from ivm_assets.local.columns import cast_columns, check_key_types, split_null_keys
+from ivm_assets.local.expressions import Untranslatable
 from ivm_assets.operators.distinct import DistinctOp
 from ivm_assets.operators.keys import KeyedPair
 from ivm_assets.operators.outer_join import OuterJoinOp
@@ -53,20 +53,18 @@ class RuleVisits:
             changes[side], null_rows[side] = split_null_keys(change, keys)
             hashes[side] = self._hashes(table)
             changes[side] = changes[side].append_column(BUCKET, self._buckets(changes[side], keys, hashes[side]))
-        for a, b in zip(op.left_keys, op.right_keys):
-            types = [arrow_type(changes[s].schema.field(k).type) for s, k in (("left", a), ("right", b))]
-            common_type(types, f"the join key {a} = {b}")
         dl, dr = changes["left"], changes["right"]
+        check_key_types(dl, dr, zip(op.left_keys, op.right_keys), "the join key")
         tables = {"dl": dl.drop_columns([BUCKET]), "dr": dr.drop_columns([BUCKET])}
         tables |= {name: null_rows[side] for name, side in nulls.items()}
         present = {name for name, t in (("dl", dl), ("dr", dr)) if t.num_rows}
         keyed = {"left": (op.left_state, op.left_keys), "right": (op.right_state, op.right_keys)}
+        by_table = {keyed[side][0].name: hashes[side] for side in keyed}
         if present:
             for name, (side, probed_by) in lookups.items():
-                table, names = keyed[side]
                 order = (side, "right" if side == "left" else "left") if probed_by == "both" else (probed_by,)
-                parts = [(changes[s], keyed[s][1]) for s in order if changes[s].num_rows]
-                if parts and (rows := self._lookup(table, self._probe(parts, names, hashes[side]), names)) is not None:
+                parts = [(changes[s], keyed[s][1]) for s in order]
+                if (rows := self._read(keyed[side][0], parts, by_table)) is not None:
                     tables[name] = rows
                     present.add(name)
         fields = {f.name: f for t in (dr, dl) for f in t.schema}  # the left's where names repeat
@@ -81,9 +79,7 @@ class RuleVisits:
         left = self.consolidate(self.change(op.left), op.left.columns)
         right = self.consolidate(self.change(op.right), op.right.columns)
         right = right.append_column(NULL, pc.is_null(right.column(op.c)))
-        for a, b in zip(op.left_keys, op.right_keys):
-            types = [arrow_type(left.schema.field(a).type), arrow_type(right.schema.field(b).type)]
-            common_type(types, f"NOT IN's keys {a} = {b}")
+        check_key_types(left, right, zip(op.left_keys, op.right_keys), "NOT IN's keys")
         dl_grouped, dl_no_group = split_null_keys(left, op.left_groups_keys)
         dl_pairs, _ = split_null_keys(dl_grouped, (op.x,))
         dr_grouped, _ = split_null_keys(right, op.right_group_keys)  # a NULL group is no group

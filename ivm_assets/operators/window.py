@@ -28,7 +28,7 @@ from ivm_assets.operators.base import EpochContext, Operator, consolidate, mater
 from ivm_assets.rules import render_spark
 from ivm_assets.rules import window as window_rule
 from ivm_assets.state.arrangement import StateTable, default_hash_types, with_bucket
-from ivm_assets.zset import BUCKET, WEIGHT
+from ivm_assets.zset import BUCKET
 
 
 class WindowOp(Operator):
