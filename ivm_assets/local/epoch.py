@@ -31,7 +31,7 @@ import pyarrow as pa
 
 from ivm_assets.delta.snapshot import arrow_schema
 from ivm_assets.local.aggregate import AggregateVisits
-from ivm_assets.local.columns import check_key_types, q
+from ivm_assets.local.columns import check_key_types, q, split_null_keys
 from ivm_assets.local.expressions import SqlType, Untranslatable, arrow_type, register, translate
 from ivm_assets.local.rule_visits import RuleVisits
 from ivm_assets.local.spark_hash import as_double, buckets as spark_buckets
@@ -174,40 +174,26 @@ class LocalEpoch(RuleVisits, AggregateVisits, TopKVisits):
             raise Untranslatable("UNION ALL of inputs typed differently (Spark widens them)")
         return pa.concat_tables(parts)
 
-    # --- inner join: ΔA⋈B_old + A_old⋈ΔB + ΔA⋈ΔB ------------------------------------------
+    # --- inner join: the rule of :mod:`ivm_assets.rules.join`, rendered by DuckDB ---------
     def visit_JoinOp(self, op: JoinOp) -> pa.Table:
         sides = []
         for child, keys, table in ((op.left, op.left_keys, op.left_state), (op.right, op.right_keys, op.right_state)):
-            change = self.consolidate(self.change(child), child.columns)
-            present = " AND ".join(f"{q(k)} IS NOT NULL" for k in keys)
-            if present:  # a NULL key matches nothing: never stored, never looked up
-                change = self.sql(f"SELECT * FROM t WHERE {present}", t=change)
-            hashes = self._hashes(table)
-            sides.append(change.append_column(BUCKET, self._buckets(change, keys, hashes)))
+            change, _ = split_null_keys(self.consolidate(self.change(child), child.columns), keys)
+            sides.append(change.append_column(BUCKET, self._buckets(change, keys, self._hashes(table))))
         dl, dr = sides
         check_key_types(dl, dr, zip(op.left_keys, op.right_keys), "the join key")
-        parts: list[tuple[str, pa.Table, pa.Table]] = []
-        if dl.num_rows and (old_right := self._lookup(op.right_state, dl, op.left_keys)) is not None:
-            parts.append(("l", dl, old_right))
-        if dr.num_rows and (old_left := self._lookup(op.left_state, dr, op.right_keys)) is not None:
-            parts.append(("r", old_left, dr))
-        if dl.num_rows and dr.num_rows:
-            parts.append(("b", dl, dr))
-        on = " AND ".join(f"l.{q(a)} = r.{q(b)}" for a, b in zip(op.left_keys, op.right_keys)) or "TRUE"
-        select = ", ".join([*(f"l.{q(c)}" for c in op.left.columns), *(f"r.{q(c)}" for c in op.right.columns)])
-        joined = [
-            self.sql(f"SELECT {select}, l.{q(WEIGHT)} * r.{q(WEIGHT)} AS {q(WEIGHT)} FROM l JOIN r ON {on}", l=left, r=right)
-            for _, left, right in parts
-        ]
-        out = pa.concat_tables(joined) if joined else None
-        if out is not None and op.residual:
-            residual, _ = translate(op.residual, _types(out))
-            out = self.sql(f"SELECT * FROM t WHERE {residual}", t=out)
-        for table, change in ((op.left_state, dl), (op.right_state, dr)):
-            self._write(table, change)
-        if out is None:
-            return pa.schema([*(dl.schema.field(c) for c in op.left.columns), *(dr.schema.field(c) for c in op.right.columns), pa.field(WEIGHT, pa.int64())]).empty_table()
-        return self.consolidate(out, op.columns)
+        tables = {"dl": dl.drop_columns([BUCKET]), "dr": dr.drop_columns([BUCKET])}
+        present = {name for name, t in (("dl", dl), ("dr", dr)) if t.num_rows}
+        # Each state is read for the keys of the other side's change.
+        for name, table, touched, keys in (("old_right", op.right_state, dl, op.left_keys), ("old_left", op.left_state, dr, op.right_keys)):
+            if touched.num_rows and (rows := self._lookup(table, touched, keys)) is not None:
+                tables[name] = rows
+                present.add(name)
+        fields = {f.name: f for t in (dr, dl) for f in t.schema}
+        out = self._rendered(op.rule.rule(present), tables, fields, op.columns)
+        self._write(op.left_state, dl)
+        self._write(op.right_state, dr)
+        return out
 
     def _lookup(self, table: StateTable, touched: pa.Table, keys: tuple[str, ...]) -> pa.Table | None:
         """The current rows of ``table`` whose keys equal a key of ``touched`` (None: no state)."""

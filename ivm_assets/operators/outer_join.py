@@ -20,7 +20,7 @@ State: each side's rows (z-set) bucketed by the join key, as for the inner join.
 reads both sides' rows for all of K (one lookup per side, for the keys of both inputs'
 changes); the inner part uses the same rows. Without equalities (ON with only non-equi
 conditions) there is one key, and every change reads both sides whole. The rule is written
-once, in :mod:`ivm_assets.rules.outer_join`, and rendered by Spark here and by DuckDB for
+once, in :mod:`ivm_assets.rules.join`, and rendered by Spark here and by DuckDB for
 epochs computed in process.
 """
 
@@ -34,7 +34,6 @@ from ivm_assets.operators.base import EpochContext, Operator
 from ivm_assets.operators.join import JoinOp
 from ivm_assets.operators.keys import keyed_change, lookup, split_null_keys
 from ivm_assets.rules import render_spark
-from ivm_assets.rules.outer_join import OuterJoin
 from ivm_assets.zset import BUCKET
 
 Side = Literal["left", "right", "full"]
@@ -76,11 +75,6 @@ class OuterJoinOp(JoinOp):
         self.left_state.write(ctx, dl, types)
         self.right_state.write(ctx, dr, types)
         return out
-
-    @property
-    def rule(self) -> OuterJoin:
-        """This join's rule on changes (:mod:`ivm_assets.rules.outer_join`)."""
-        return OuterJoin(self.left.columns, self.right.columns, self.left_keys, self.right_keys, self.residual, self.preserved)
 
     def describe(self) -> str:
         on = " AND ".join(f"{a} = {b}" for a, b in zip(self.left_keys, self.right_keys)) or "TRUE"

@@ -15,7 +15,7 @@ import pytest
 from ivm_assets.local.expressions import register
 from ivm_assets.rules import render_duckdb, render_spark
 from ivm_assets.rules import residual_semi_join, semi_join, set_operation
-from ivm_assets.rules.outer_join import OuterJoin
+from ivm_assets.rules.join import JoinRule
 from ivm_assets.rules.set_operation import SIDE
 from ivm_assets.spark.arrow import to_arrow, to_spark
 from ivm_assets.state import consolidate
@@ -93,14 +93,15 @@ def test_semi_and_anti_joins(spark, key_type, seed, state):
 
 
 @pytest.mark.parametrize(("key_type", "seed", "state"), CASES)
-def test_outer_joins(spark, key_type, seed, state):
+def test_inner_and_outer_joins(spark, key_type, seed, state):
     rng = random.Random(seed)
     tables = _pair_tables(rng, key_type, state=state)
     present = {"dl", "dr"} | ({"old_left", "old_right"} if state else set())
-    for preserved, residual in ((("left",), None), (("right",), "`rv` <> `lv`"), (("left", "right"), "`rv` > `lv`")):
-        rule = OuterJoin(("lk", "lv"), ("rk", "rv"), ("lk",), ("rk",), residual, preserved)
+    cases = ((), None), ((), "`rv` > `lv`"), (("left",), None), (("right",), "`rv` <> `lv`"), (("left", "right"), "`rv` > `lv`")
+    for preserved, residual in cases:
+        rule = JoinRule(("lk", "lv"), ("rk", "rv"), ("lk",), ("rk",), residual, preserved)
         done = _agree(spark, rule.rule(present), tables, _schema(tables, rule.columns))
-        assert done.num_rows > 0
+        assert done.num_rows > 0 or (not preserved and not state)
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])

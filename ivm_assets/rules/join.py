@@ -1,10 +1,11 @@
-"""The outer join's rule on changes, written once for both engines (its derivation is
-:mod:`ivm_assets.operators.outer_join`'s module doc).
+"""The inner and outer joins' rule on changes, written once for both engines (derived in
+:mod:`ivm_assets.operators.join`'s and :mod:`ivm_assets.operators.outer_join`'s module docs).
 
-The epoch binds, by name: ``dl`` / ``dr``, both changes with NULL keys left out, and
-``left_nulls`` / ``right_nulls``, their rows with a NULL key (always bound, empty or not);
-``old_left`` / ``old_right``, each state's current rows for the keys of both changes (when
-there is state). ``dl`` or ``dr`` in ``present`` says that change has rows.
+The epoch binds, by name: ``dl`` / ``dr``, both changes with NULL keys left out (always
+bound, empty or not); for an outer join ``left_nulls`` / ``right_nulls``, their rows with a
+NULL key (always bound); ``old_left`` / ``old_right``, each state's rows for the keys of the
+other change (an outer join's: of both changes), when there is state. ``dl`` or ``dr`` in
+``present`` says that change has rows.
 """
 
 from __future__ import annotations
@@ -19,15 +20,16 @@ _RIGHT_WEIGHT = "__wr"
 
 
 @dataclass(frozen=True)
-class OuterJoin:
-    """What the rule needs of the operator."""
+class JoinRule:
+    """What the rule needs of the operator. ``preserved`` names the outer join's preserved
+    sides; none for an inner join."""
 
     left_columns: tuple[str, ...]
     right_columns: tuple[str, ...]
     left_keys: tuple[str, ...]
     right_keys: tuple[str, ...]
     residual: str | None
-    preserved: tuple[str, ...]  # "left", "right" or both
+    preserved: tuple[str, ...] = ()  # "left", "right" or both; () for an inner join
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -56,8 +58,12 @@ class OuterJoin:
         items = tuple((c, Col(c) if c in mine else Null(c)) for c in self.columns)
         return rel.Select(rows, items + ((WEIGHT, weight),))
 
-    def rule(self, present: set[str]) -> rel.Rel:
-        """Δout = Δinner + per preserved side, for the touched keys, pad(X_new ▷ Y_new) − pad(X_old ▷ Y_old)."""
+    def rule(self, present: set[str], *, consolidated: bool = True) -> rel.Rel:
+        """Δout = Δinner + per preserved side, for the touched keys, pad(X_new ▷ Y_new) − pad(X_old ▷ Y_old).
+
+        ``consolidated=False`` leaves the sum of the parts as it is: a full refresh's inner
+        join is one part of positive weights, nothing cancels, and grouping all of it by
+        every column would cost more than the join."""
         side = {
             True: (rel.Input("dl", self.left_columns + (WEIGHT,)), self._old("old_left", self.left_columns, present), self.left_columns),
             False: (rel.Input("dr", self.right_columns + (WEIGHT,)), self._old("old_right", self.right_columns, present), self.right_columns),
@@ -82,7 +88,10 @@ class OuterJoin:
                 if m_old is not None:
                     o_before = o_old if o_old is not None else rel.empty(o_delta)
                     parts.append(self.padded(self.unmatched(m_old, o_before, mine_is_left), mine_is_left, sign=-1))
-        return rel.Consolidate(rel.Union_(tuple(parts)), self.columns)
+        if not parts:
+            return rel.empty(self.inner(dl, dr))
+        out = parts[0] if len(parts) == 1 else rel.Union_(tuple(parts))
+        return rel.Consolidate(out, self.columns) if consolidated else out
 
     @staticmethod
     def _old(name: str, columns: tuple[str, ...], present: set[str]) -> rel.Rel | None:
