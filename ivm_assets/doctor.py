@@ -306,13 +306,13 @@ def _check_remote_warehouse(warehouse: str) -> CheckResult:
     storage options: the bucket exists, the credentials are accepted, writes are allowed."""
     import uuid
 
-    from ivm_assets.delta import storage
+    from ivm_assets.delta import filesystems, storage, storage_errors
     from ivm_assets.errors import StorageError
 
     probe = f"{warehouse}/.ivm-doctor-{uuid.uuid4().hex[:8]}"
     try:
-        fs, path = storage.filesystem(probe)
-        with storage.failures(probe):
+        fs, path = filesystems.filesystem(probe)
+        with storage_errors.failures(probe):
             with fs.open_output_stream(path) as out:
                 out.write(b"")
             fs.delete_file(path)

@@ -19,7 +19,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
 from ivm_assets.config import ProjectConfig, SourceSettings, ViewSettings, case_collisions, load_config, name_problem, resolve_options
-from ivm_assets.delta import storage
+from ivm_assets.delta import hadoop_mapping, storage
 from ivm_assets.delta.handles import HandleBlock, is_delta_table, latest_version, reusing_handles
 from ivm_assets.delta.log import change_feed_enabled
 from ivm_assets.delta.snapshot import arrow_schema
@@ -270,14 +270,14 @@ class IvmProject:
         location's options when it starts (Spark keeps values of keys like ``secret.key``
         out of its UI and logs)."""
         mode = self.config.spark.executor_io
-        storage.set_executor_io(mode)
+        hadoop_mapping.set_executor_io(mode)
         if mode != "hadoop":
             return
         remote = [uri for uri in (self.warehouse, *self.sources.values()) if not storage.is_local(uri)]
 
         def configure(session: SparkSession) -> None:
             for uri in remote:
-                for key, value in storage.hadoop_settings(uri).items():
+                for key, value in hadoop_mapping.hadoop_settings(uri).items():
                     session.conf.set(key, value)
 
         if isinstance(self._spark, LazySession):

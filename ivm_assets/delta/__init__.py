@@ -18,7 +18,10 @@ commit a refresh makes is tagged with its epoch and fenced (:mod:`~ivm_assets.de
 - :mod:`~ivm_assets.delta.write`, :mod:`~ivm_assets.delta.staging`: writes
 - :mod:`~ivm_assets.delta.maintenance`: compactions, log cleanup, dropped state tables
 - :mod:`~ivm_assets.delta.properties`: the table properties ivm sets
-- :mod:`~ivm_assets.delta.storage`, :mod:`~ivm_assets.delta.change_files`,
-  :mod:`~ivm_assets.delta.parquet_cache`: stores, large change ranges' files, decoded state
-  files kept between refreshes
+- :mod:`~ivm_assets.delta.storage`: stores and their options;
+  :mod:`~ivm_assets.delta.filesystems`: the driver's file access with them;
+  :mod:`~ivm_assets.delta.storage_errors`: storage failures told in words;
+  :mod:`~ivm_assets.delta.hadoop_mapping`: how Spark's executors reach the stores
+- :mod:`~ivm_assets.delta.change_files`, :mod:`~ivm_assets.delta.parquet_cache`: large change
+  ranges' files, decoded state files kept between refreshes
 """

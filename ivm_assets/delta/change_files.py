@@ -24,7 +24,7 @@ from urllib.parse import unquote
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
-from ivm_assets.delta import storage
+from ivm_assets.delta import filesystems, storage
 from ivm_assets.delta.handles import open_table
 from ivm_assets.delta.log import commit_actions
 from ivm_assets.delta.snapshot import arrow_schema
@@ -96,7 +96,7 @@ def change_files(uri: str, *, after: int, upto: int) -> ChangeFiles | None:
 def missing_files(found: ChangeFiles) -> list[str]:
     """The removed files of ``found`` that the store no longer has (vacuumed: their deleted
     rows cannot be read). One stat each, or a HEAD on an object store."""
-    return [f.uri for f in found.files if f.weight == -1 and storage.identity(f.uri) is None]
+    return [f.uri for f in found.files if f.weight == -1 and filesystems.identity(f.uri) is None]
 
 
 def _records(action: dict) -> int:

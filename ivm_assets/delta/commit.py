@@ -18,7 +18,7 @@ import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError
 
-from ivm_assets.delta import storage
+from ivm_assets.delta import storage, storage_errors
 from ivm_assets.delta.handles import is_delta_table, keep_moved, latest_version, writable
 from ivm_assets.delta.log import history_between, transaction_version
 from ivm_assets.delta.properties import INTERNAL_TABLE
@@ -65,7 +65,7 @@ def fenced_commit(uri: str, after: int | None, commit: Callable[[int | None], bo
     """Run ``commit`` (a fenced commit right after ``after``); a lost race becomes a
     CommitConflictError, with delta-rs' error as its cause."""
     try:
-        with storage.failures(uri):
+        with storage_errors.failures(uri):
             committed = commit(after)
     except CommitFailedError as exc:
         raise _conflict(uri, after) from exc

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError, TableNotFoundError
 
-from ivm_assets.delta import storage
+from ivm_assets.delta import filesystems, storage, storage_errors
 from ivm_assets.errors import SourceError
 
 
@@ -41,10 +41,10 @@ def is_delta_table(uri: str) -> bool:
             return True  # a table this refresh has read is there for the rest of it
         if known_latest(uri) is not None:
             return True
-        if storage.exists(commit_file(uri, 0)):
+        if filesystems.exists(commit_file(uri, 0)):
             return True
         # The first commits may have been cleaned up after a checkpoint.
-        return any(_is_log_entry(name) for name in storage.names_under(f"{uri.rstrip('/')}/_delta_log"))
+        return any(_is_log_entry(name) for name in filesystems.names_under(f"{uri.rstrip('/')}/_delta_log"))
     log = os.path.join(local, "_delta_log")
     if os.path.isfile(os.path.join(log, "_last_checkpoint")) or os.path.isfile(commit_file(uri, 0)):
         return True
@@ -125,7 +125,7 @@ def commit_file_identity(uri: str, version: int) -> tuple | None:
     block = _handles.get()
     if block is not None and (uri, version) in block.identities:
         return block.identities[(uri, version)]
-    found = storage.identity(commit_file(uri, version))
+    found = filesystems.identity(commit_file(uri, version))
     if block is not None and found is not None and not storage.is_local(uri):
         block.identities[(uri, version)] = found
     return found
@@ -235,7 +235,7 @@ def open_fresh(uri: str, version: int | None) -> DeltaTable:
     with _log_reads_lock:
         _log_reads += 1
     try:
-        with storage.failures(uri):
+        with storage_errors.failures(uri):
             return DeltaTable(uri, version=version, storage_options=storage.options_for(uri))
     except TableNotFoundError as exc:
         message = (
@@ -270,11 +270,11 @@ def known_latest(uri: str) -> int | None:
     held = [v for u, v in block.handles if u == uri]
     if held:
         newest = max(held)
-        return None if storage.exists(commit_file(uri, newest + 1)) else newest
+        return None if filesystems.exists(commit_file(uri, newest + 1)) else newest
     kept = _take_kept(uri, None)
     if kept is None:
         return None
-    if storage.exists(commit_file(uri, kept.version() + 1)):
+    if filesystems.exists(commit_file(uri, kept.version() + 1)):
         # The table moved on since this process last read it (a source between two sensor
         # ticks or refreshes): this handle is not shared yet, so it is brought up to date in
         # place, reading the new commits only (a listing from its version and a GET each),
@@ -282,7 +282,7 @@ def known_latest(uri: str) -> int | None:
         global _log_reads
         with _log_reads_lock:
             _log_reads += 1
-        with storage.failures(uri):
+        with storage_errors.failures(uri):
             kept.update_incremental()
     block.handles.setdefault((uri, kept.version()), kept)
     return kept.version()

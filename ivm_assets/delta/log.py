@@ -10,7 +10,7 @@ import json
 import threading
 from collections import OrderedDict
 
-from ivm_assets.delta import storage
+from ivm_assets.delta import filesystems, storage
 from ivm_assets.delta.handles import commit_file, commit_file_identity, is_delta_table, known_latest, open_fresh, open_table
 
 
@@ -91,7 +91,7 @@ def commit_actions(uri: str, version: int, kind: str) -> list[dict] | None:
         if lines is not None:
             _commits.move_to_end(key)
     if lines is None:
-        data = storage.read_bytes(commit_file(uri, version))
+        data = filesystems.read_bytes(commit_file(uri, version))
         if data is None:
             return None
         lines = data.decode("utf-8").splitlines()

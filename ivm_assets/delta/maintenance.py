@@ -12,7 +12,7 @@ import pyarrow.fs as pafs
 from deltalake import CommitProperties
 from pyspark.sql import DataFrame
 
-from ivm_assets.delta import storage
+from ivm_assets.delta import filesystems, storage, storage_errors
 from ivm_assets.delta.commit import COMPACTION, fenced_commit
 from ivm_assets.delta.handles import is_delta_table, open_table
 from ivm_assets.delta.staging import commit_files, stage_files
@@ -65,7 +65,7 @@ def clean_log(uri: str) -> None:
     needs (:data:`~ivm_assets.delta.properties.INTERNAL_TABLE`; a table created with Delta's default retention keeps its
     files 30 days). Call only when no epoch in flight reads an older version."""
     if is_delta_table(uri):
-        with storage.failures(uri):
+        with storage_errors.failures(uri):
             open_table(uri).cleanup_metadata()
 
 
@@ -76,8 +76,8 @@ def remove_tables_except(root: str, kept: list[str]) -> int:
     Used for state tables a new plan no longer names, on any store (on an object store, a
     listing of ``root`` and one of each table removed).
     """
-    fs, path = storage.filesystem(root)
-    with storage.failures(root):
+    fs, path = filesystems.filesystem(root)
+    with storage_errors.failures(root):
         children = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
     removed = 0
     for child in sorted(children, key=lambda c: c.base_name):
@@ -85,7 +85,7 @@ def remove_tables_except(root: str, kept: list[str]) -> int:
         uri = f"{storage.normalize(root)}/{name}"
         if child.type != pafs.FileType.Directory or name.startswith("_") or name in kept or not is_delta_table(uri):
             continue
-        with storage.failures(uri):
+        with storage_errors.failures(uri):
             fs.delete_dir(child.path)
         removed += 1
     return removed

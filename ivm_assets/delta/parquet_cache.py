@@ -36,7 +36,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from ivm_assets import settings
-from ivm_assets.delta import storage
+from ivm_assets.delta import filesystems, storage, storage_errors
 from ivm_assets.spark.arrow import normalize_table
 
 _FOOTERS_KEPT = 4096
@@ -105,7 +105,7 @@ def footer(uri: str, size: int) -> Footer:
         if found is not None:
             _footers.move_to_end(stamp)
             return found
-    fs, path = storage.filesystem(uri)
+    fs, path = filesystems.filesystem(uri)
     fragment = _FORMAT.make_fragment(path, filesystem=fs, file_size=size)
     metadata = _reading(uri, lambda: fragment.metadata)
     groups = [metadata.row_group(g) for g in range(metadata.num_row_groups)]
@@ -151,12 +151,12 @@ def _reading(uri: str, read):
     naming ``uri``: pyarrow's S3 client, given the size, reports a missing object as an
     INTERNAL_FAILURE of its GET, which says nothing of what is wrong."""
     try:
-        with storage.failures(uri):
+        with storage_errors.failures(uri):
             return read()
     except OSError as exc:
-        if isinstance(exc, FileNotFoundError) or storage.is_local(uri) or storage.identity(uri) is not None:
+        if isinstance(exc, FileNotFoundError) or storage.is_local(uri) or filesystems.identity(uri) is not None:
             raise
-        raise storage.missing_file(uri) from None
+        raise storage_errors.missing_file(uri) from None
 
 
 def remember(file: Footer, rows: pa.Table, key: str) -> bool:

@@ -10,7 +10,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ivm_assets.delta import storage
+from ivm_assets.delta import hadoop_mapping, storage, storage_errors
 from ivm_assets.delta.handles import open_table
 from ivm_assets.delta.snapshot import SnapshotFiles, file_index, file_key, normalize_schema_of, snapshot_files
 from ivm_assets.spark import executor_io
@@ -60,9 +60,9 @@ def _read_files(spark: SparkSession, snap: SnapshotFiles) -> DataFrame:
     target = spark_schema(schema)
     partition_columns = dt.metadata().partition_columns
     if not all(storage.is_local(f) for f in files):
-        if storage.executor_io() == "python":
+        if hadoop_mapping.executor_io() == "python":
             return read_on_executors(spark, dt.table_uri, data_files(snap), schema, partition_columns)
-        files = [storage.hadoop_uri(f) for f in files]
+        files = [hadoop_mapping.hadoop_uri(f) for f in files]
     else:
         # delta-rs reports local files percent-encoded (`my%20project/…`); Spark takes a
         # path as spelled.
@@ -71,7 +71,7 @@ def _read_files(spark: SparkSession, snap: SnapshotFiles) -> DataFrame:
     reader = spark.read.schema(target)
     if partition_columns:
         local = storage.local_path(dt.table_uri)
-        reader = reader.option("basePath", file_key(local) if local is not None else storage.hadoop_uri(dt.table_uri))
+        reader = reader.option("basePath", file_key(local) if local is not None else hadoop_mapping.hadoop_uri(dt.table_uri))
     return reader.parquet(*files).select(*[F.col(f"`{f.name}`") for f in target.fields])
 
 
@@ -104,7 +104,7 @@ def read_changes(uri: str, *, after: int, upto: int, columns: list[str] | None =
     dt = open_table(uri, upto)
     # delta-rs parses these as SQL identifiers: quoted, so `Order` or `b c` are names, not syntax.
     wanted = [*('"' + c.replace('"', '""') + '"' for c in columns), "_change_type"] if columns is not None else None
-    with storage.failures(uri):
+    with storage_errors.failures(uri):
         table = normalize_table(_read_all(dt.load_cdf(starting_version=after + 1, ending_version=upto, columns=wanted)))
     weights = pa.array([executor_io.CHANGE_WEIGHTS[t] for t in table.column("_change_type").to_pylist()], pa.int64())
     data_columns = [c for c in table.column_names if c not in _CDF_COLUMNS]

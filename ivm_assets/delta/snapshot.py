@@ -10,7 +10,7 @@ from urllib.parse import unquote
 import pyarrow as pa
 from deltalake import DeltaTable
 
-from ivm_assets.delta import storage
+from ivm_assets.delta import filesystems, storage, storage_errors
 from ivm_assets.delta.handles import open_table
 from ivm_assets.spark.arrow import normalize_table
 
@@ -79,9 +79,9 @@ def _size(index: dict[str, tuple[int, dict]], file: str) -> int:
     found = index.get(file_key(file))
     if found is not None:
         return found[0]
-    identity = storage.identity(file_key(file))
+    identity = filesystems.identity(file_key(file))
     if identity is None:
-        raise storage.missing_file(file)
+        raise storage_errors.missing_file(file)
     return identity[-2]
 
 

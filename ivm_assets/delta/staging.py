@@ -19,7 +19,7 @@ from deltalake.transaction import AddAction, create_table_with_add_actions
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ivm_assets.delta import storage
+from ivm_assets.delta import storage, storage_errors
 from ivm_assets.delta.commit import Epoch, commit_epoch
 from ivm_assets.delta.handles import writable
 from ivm_assets.delta.properties import new_table_configuration
@@ -106,7 +106,7 @@ def _stage_remote(uri: str, rows: DataFrame, schema: pa.Schema, *, partition_by:
     """:func:`stage_files` on an object store: each write task puts its files in place under
     names no other attempt uses, and the job's result says which files, how large, how many
     rows (only one attempt of each task counts: a retried one's file is left unreferenced)."""
-    with storage.failures(uri):
+    with storage_errors.failures(uri):
         written = executor_io.write_files(
             rows, root=storage.normalize(uri), partitions=partition_by, row_group_rows=row_group_rows, row_group_bytes=SPARK_ROW_GROUP_BYTES
         )

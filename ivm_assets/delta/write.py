@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 from deltalake import CommitProperties, WriterProperties, write_deltalake
 from pyspark.sql import DataFrame
 
-from ivm_assets.delta import parquet_cache, storage
+from ivm_assets.delta import parquet_cache, storage, storage_errors
 from ivm_assets.delta.commit import Epoch, commit_epoch
 from ivm_assets.delta.handles import keep_moved, writable
 from ivm_assets.delta.log import commit_actions
@@ -27,7 +27,7 @@ def write(uri: str, data: DataFrame | pa.Table, *, mode: Literal["append", "over
     """Append or overwrite in one commit, unfenced: edits of source tables (demo, benchmark,
     tests), which ivm only reads."""
     table = data if isinstance(data, pa.Table) else to_arrow(data)
-    with storage.failures(uri):
+    with storage_errors.failures(uri):
         write_deltalake(
             uri, table, mode=mode, schema_mode="overwrite" if mode == "overwrite" else None, storage_options=storage.options_for(uri)
         )
@@ -194,7 +194,7 @@ def write_at(
 def create_table(uri: str, data: pa.Table | pa.RecordBatchReader, *, partition_by: list[str] | None = None) -> None:
     """A new table with the change data feed on (demo and benchmark sources, tests); a
     reader is written as it streams, for tables larger than memory."""
-    with storage.failures(uri):
+    with storage_errors.failures(uri):
         write_deltalake(uri, data, mode="error", partition_by=partition_by, configuration=CDF_ON, storage_options=storage.options_for(uri))
 
 

@@ -39,7 +39,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from ivm_assets.delta import storage
+from ivm_assets.delta import filesystems, storage, storage_errors
 from ivm_assets.errors import StorageError
 from ivm_assets.testing import faults
 
@@ -92,12 +92,12 @@ class _Store:
     registration: storage.Registration | None = field(repr=False)
 
     def filesystem(self, uri: str):
-        return storage.filesystem_with(uri, self.registration)
+        return filesystems.filesystem_with(uri, self.registration)
 
     def error(self, exc: BaseException, uri: str) -> StorageError:
         """``exc`` as a StorageError whose text holds no secret; a missing file keeps the
         words the engine recognises (a lost data file rebuilds the view)."""
-        text = str(storage.missing_file(uri)) if isinstance(exc, FileNotFoundError) else f"{type(exc).__name__}: {exc}"
+        text = str(storage_errors.missing_file(uri)) if isinstance(exc, FileNotFoundError) else f"{type(exc).__name__}: {exc}"
         for key, value in self.registration.options if self.registration else ():
             if storage.is_secret(key) and len(value) >= 4:
                 text = text.replace(value, "***")

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from deltalake import write_deltalake
 
-from ivm_assets.delta import storage
+from ivm_assets.delta import filesystems, storage
 from ivm_assets.delta.write import delete_rows, write
 from ivm_assets.errors import CommitConflictError, StorageError
 from ivm_assets.state.progress import Progress
@@ -89,11 +89,11 @@ def test_first_build_then_incremental_epochs_in_process_and_in_spark_on_az(az_pr
 
 def test_driver_side_reads_reach_azurite_through_pyarrow(az_project):
     uri = az_project.source("events", pa.table({"id": pa.array([1, 2], pa.int64())}))
-    fs, path = storage.filesystem(uri)
+    fs, path = filesystems.filesystem(uri)
     assert type(fs).__name__ == "AzureFileSystem" and path == f"{uri.removeprefix('az://')}"
-    first = storage.read_bytes(f"{uri}/_delta_log/{0:020d}.json")
+    first = filesystems.read_bytes(f"{uri}/_delta_log/{0:020d}.json")
     assert first is not None and b'"commitInfo"' in first
-    assert storage.read_bytes(f"{uri}/_delta_log/{1:020d}.json") is None
+    assert filesystems.read_bytes(f"{uri}/_delta_log/{1:020d}.json") is None
 
 
 def test_writers_racing_for_one_version_of_a_progress_log_one_wins_on_az(az_project):
@@ -142,7 +142,7 @@ def test_the_emulator_setting_reaches_the_same_azurite_from_delta_rs_and_pyarrow
     options = {"AZURE_STORAGE_USE_EMULATOR": "true"}
     write_deltalake(uri, pa.table({"id": pa.array([1], pa.int64())}), storage_options=options)
     storage.register(uri, options, origin="the test")
-    first = storage.read_bytes(f"{uri}/_delta_log/{0:020d}.json")
+    first = filesystems.read_bytes(f"{uri}/_delta_log/{0:020d}.json")
     assert first is not None and b'"commitInfo"' in first
 
 

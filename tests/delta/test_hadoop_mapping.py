@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from ivm_assets.delta import storage
-from ivm_assets.delta.storage import Registration, hadoop_settings, hadoop_uri
+from ivm_assets.delta import hadoop_mapping, storage
+from ivm_assets.delta.hadoop_mapping import hadoop_settings, hadoop_uri
+from ivm_assets.delta.storage import Registration
 from ivm_assets.errors import ConfigError, StorageError
 
 
@@ -97,11 +98,11 @@ def test_settings_come_from_the_registry_by_default():
 
 
 def test_the_executor_io_setting():
-    assert storage.executor_io() == "python"
+    assert hadoop_mapping.executor_io() == "python"
     try:
-        storage.set_executor_io("hadoop")
-        assert storage.executor_io() == "hadoop"
+        hadoop_mapping.set_executor_io("hadoop")
+        assert hadoop_mapping.executor_io() == "hadoop"
         with pytest.raises(ConfigError, match="'python' or 'hadoop'"):
-            storage.set_executor_io("jvm")  # type: ignore[arg-type]
+            hadoop_mapping.set_executor_io("jvm")  # type: ignore[arg-type]
     finally:
-        storage.set_executor_io("python")
+        hadoop_mapping.set_executor_io("python")

@@ -1,4 +1,5 @@
-"""Storage settings per location (delta/storage.py) and their place in ivm.yaml (config.py)."""
+"""Storage settings per location (delta/storage.py), the failures and file systems built from
+them (delta/storage_errors.py, delta/filesystems.py), and their place in ivm.yaml (config.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import pyarrow.fs as pafs
 import pytest
 
 from ivm_assets.config import load_config
-from ivm_assets.delta import storage
+from ivm_assets.delta import filesystems, storage, storage_errors
 from ivm_assets.errors import ConfigError, StorageError
 
 S3 = {"AWS_ENDPOINT_URL": "http://127.0.0.1:9", "AWS_REGION": "eu-west-1", "AWS_ACCESS_KEY_ID": "AKIDTEST", "AWS_SECRET_ACCESS_KEY": "s3cr3t-value"}
@@ -15,7 +16,7 @@ S3 = {"AWS_ENDPOINT_URL": "http://127.0.0.1:9", "AWS_REGION": "eu-west-1", "AWS_
 @pytest.fixture(autouse=True)
 def _own_registry(monkeypatch):
     monkeypatch.setattr(storage, "_registered", {})
-    monkeypatch.setattr(storage, "_filesystems", {})
+    monkeypatch.setattr(filesystems, "_filesystems", {})
 
 
 def test_a_table_takes_the_options_of_the_longest_registered_prefix():
@@ -37,43 +38,43 @@ def test_secret_values_are_masked_in_any_text():
 
 def test_storage_failures_name_the_table_and_the_setting():
     storage.register("s3://lake", S3, origin="`storage_options` in /p/ivm.yaml")
-    denied = storage.failure(OSError("Kernel error -> 403 Forbidden <Code>SignatureDoesNotMatch</Code>"), "s3://lake/orders")
+    denied = storage_errors.failure(OSError("Kernel error -> 403 Forbidden <Code>SignatureDoesNotMatch</Code>"), "s3://lake/orders")
     assert str(denied) == (
         "the store refused the credentials for the Delta table s3://lake/orders (SignatureDoesNotMatch). "
         "Check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (and AWS_REGION) in `storage_options` in /p/ivm.yaml."
     )
-    missing = storage.failure(OSError("Generic S3 error <Code>NoSuchBucket</Code>"), "s3://lake/orders")
+    missing = storage_errors.failure(OSError("Generic S3 error <Code>NoSuchBucket</Code>"), "s3://lake/orders")
     assert "bucket 'lake' does not exist" in str(missing) and "AWS_ENDPOINT_URL in `storage_options` in /p/ivm.yaml" in str(missing)
-    down = storage.failure(OSError("error sending request for url: Connection refused"), "s3://lake/orders")
+    down = storage_errors.failure(OSError("error sending request for url: Connection refused"), "s3://lake/orders")
     assert "cannot connect to the store" in str(down)
-    leaky = storage.failure(ValueError("GET https://x/?sig=s3cr3t-value failed"), "s3://lake/orders")
+    leaky = storage_errors.failure(ValueError("GET https://x/?sig=s3cr3t-value failed"), "s3://lake/orders")
     assert isinstance(leaky, StorageError) and "s3cr3t-value" not in str(leaky) and "sig=***" in str(leaky)
-    assert storage.failure(ValueError("some other problem"), "s3://lake/orders") is None
+    assert storage_errors.failure(ValueError("some other problem"), "s3://lake/orders") is None
 
 
 def test_a_failure_is_raised_without_the_client_error_chained():
     storage.register("s3://lake", S3, origin="ivm.yaml")
     with pytest.raises(StorageError) as info:
-        with storage.failures("s3://lake/t"):
+        with storage_errors.failures("s3://lake/t"):
             raise OSError("403 Forbidden InvalidAccessKeyId AKIDTEST")
     assert info.value.__cause__ is None and info.value.__suppress_context__ and "AKIDTEST" not in str(info.value)
     with pytest.raises(KeyError):  # anything else passes through as it is
-        with storage.failures("s3://lake/t"):
+        with storage_errors.failures("s3://lake/t"):
             raise KeyError("x")
 
 
 def test_pyarrow_file_systems_are_built_from_the_same_options():
     storage.register("s3://lake", S3, origin="ivm.yaml")
-    fs, path = storage.filesystem("s3://lake/warehouse/v/part-0.parquet")
+    fs, path = filesystems.filesystem("s3://lake/warehouse/v/part-0.parquet")
     assert isinstance(fs, pafs.S3FileSystem) and path == "lake/warehouse/v/part-0.parquet" and fs.region == "eu-west-1"
-    assert storage.filesystem("s3://lake/other")[0] is fs  # one client per store and options
-    assert isinstance(storage.filesystem("/tmp/x")[0], pafs.LocalFileSystem)
+    assert filesystems.filesystem("s3://lake/other")[0] is fs  # one client per store and options
+    assert isinstance(filesystems.filesystem("/tmp/x")[0], pafs.LocalFileSystem)
     storage.register("abfss://data@acct.dfs.core.windows.net", {"AZURE_STORAGE_ACCOUNT_KEY": "a2V5"}, origin="ivm.yaml")
-    fs, path = storage.filesystem("abfss://data@acct.dfs.core.windows.net/wh/t")
+    fs, path = filesystems.filesystem("abfss://data@acct.dfs.core.windows.net/wh/t")
     assert isinstance(fs, pafs.AzureFileSystem) and path == "data/wh/t"
     storage.register("gs://lake", {"GOOGLE_SERVICE_ACCOUNT": "/keys/sa.json"}, origin="ivm.yaml")
     with pytest.raises(StorageError, match="GOOGLE_SERVICE_ACCOUNT in ivm.yaml .* GOOGLE_APPLICATION_CREDENTIALS"):
-        storage.filesystem("gs://lake/t")
+        filesystems.filesystem("gs://lake/t")
 
 
 def _config(tmp_path, text: str):

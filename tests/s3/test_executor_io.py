@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from ivm_assets.delta import read as delta_read, row_groups, storage, write as delta_write
+from ivm_assets.delta import filesystems, read as delta_read, row_groups, storage, write as delta_write
 from ivm_assets.delta.commit import COMPACTION, Epoch
 from ivm_assets.delta.handles import is_delta_table
 from ivm_assets.delta.log import head
@@ -84,7 +84,7 @@ def test_files_staged_on_s3_are_read_back_and_committed(s3_project):
     assert _sorted(read_snapshot(spark, uri).select(*rows.columns).collect()) == _sorted(rows.collect())
     import pyarrow.parquet as pq
 
-    fs, path = storage.filesystem(f"{uri}/{files.actions[0].path}")
+    fs, path = filesystems.filesystem(f"{uri}/{files.actions[0].path}")
     meta = pq.ParquetFile(fs.open_input_file(path)).metadata
     assert meta.row_group(0).num_rows <= 4096 and meta.row_group(0).column(0).compression == "SNAPPY"
 

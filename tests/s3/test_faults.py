@@ -24,7 +24,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from ivm_assets.delta import storage
+from ivm_assets.delta import storage_errors
 from ivm_assets.delta.write import delete_rows, write
 from ivm_assets.errors import IvmError, StorageError
 from ivm_assets.state.progress import Progress
@@ -268,8 +268,8 @@ _BROKEN = (
 
 @pytest.mark.parametrize("text", _BROKEN)
 def test_a_broken_connection_is_told_as_such_naming_the_table(text):
-    error = storage.failure(OSError(text), "s3://b/t/_delta_log/00000000000000000006.json")
+    error = storage_errors.failure(OSError(text), "s3://b/t/_delta_log/00000000000000000006.json")
     assert error is not None and str(error).startswith("the connection to the store broke or timed out while reaching the Delta table s3://b/t ")
     assert "`timeout`" in str(error) and "Run the refresh again" in str(error)
     refused = "Generic S3 error: error sending request\n ↳ client error (Connect)\n ↳ tcp connect error\n ↳ Connection refused (os error 111)"
-    assert str(storage.failure(OSError(refused), "s3://b/t")).startswith("cannot connect to the store of the Delta table s3://b/t.")
+    assert str(storage_errors.failure(OSError(refused), "s3://b/t")).startswith("cannot connect to the store of the Delta table s3://b/t.")

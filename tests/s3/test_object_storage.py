@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
-from ivm_assets.delta import storage
+from ivm_assets.delta import storage, storage_errors
 from ivm_assets.delta.handles import is_delta_table, latest_version, reusing_handles
 from ivm_assets.delta.maintenance import clean_log
 from ivm_assets.delta.write import delete_rows, write
@@ -251,7 +251,7 @@ def test_the_secret_appears_in_no_artefact(s3_project, caplog, capfd):
     s3_project.write_config(secret="wrong-secret-for-this-test")
     for make in (
         lambda: IvmProject.load(s3_project.root, spark=s3_project.spark).refresh(),
-        lambda: storage.failure(OSError(f"GET https://store/x?sig={secret} failed"), f"{s3_project.base}/x").__str__(),
+        lambda: storage_errors.failure(OSError(f"GET https://store/x?sig={secret} failed"), f"{s3_project.base}/x").__str__(),
     ):
         try:
             value = make()

@@ -93,7 +93,7 @@ def test_ivm_yaml_spark_settings_reach_the_session_and_the_resource_goes_over_th
 def test_hadoop_executor_io_gives_the_session_each_locations_hadoop_settings(tmp_path, spark):
     """`executor_io: hadoop` (clusters with Hadoop's connectors): the session gets the Hadoop
     settings of the object store locations' options when it starts; the setting is process-wide."""
-    from ivm_assets.delta import storage
+    from ivm_assets.delta import hadoop_mapping
 
     (tmp_path / "views").mkdir()
     (tmp_path / "ivm.yaml").write_text(
@@ -103,12 +103,12 @@ def test_hadoop_executor_io_gives_the_session_each_locations_hadoop_settings(tmp
     project = IvmProject.load(tmp_path)
     try:
         project.refresh()  # no views: sets the mode and what the session gets when it starts
-        assert storage.executor_io() == "hadoop"
+        assert hadoop_mapping.executor_io() == "hadoop"
         session = project.session.session()
         assert session.conf.get("fs.s3a.bucket.lake.access.key") == "AKIDEXAMPLE"
         assert session.conf.get("fs.s3a.bucket.lake.endpoint.region") == "eu-west-1"
     finally:
-        storage.set_executor_io("python")
+        hadoop_mapping.set_executor_io("python")
         for key in ("fs.s3a.bucket.lake.access.key", "fs.s3a.bucket.lake.endpoint.region"):
             spark.conf.unset(key)
 
