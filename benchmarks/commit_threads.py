@@ -1,5 +1,5 @@
 """Commits of an in-process epoch one at a time against all at once: the same TPC-H views and
-batches, refreshed alternately with ``engine.refresh.COMMIT_THREADS`` = 1 and the default, on a
+batches, refreshed alternately with ``engine.execute.COMMIT_THREADS`` = 1 and the default, on a
 local folder and (``--s3``) on a local S3 server. Prints the median refresh time and the median
 time of the epoch's commits (state tables and output) for each; saves them to
 benchmarks/results/commit_threads.json. Printed, not asserted.
@@ -22,7 +22,7 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 from ivm_assets import IvmProject  # noqa: E402
-from ivm_assets.engine import refresh  # noqa: E402
+from ivm_assets.engine import execute  # noqa: E402
 from ivm_assets.spark.session import get_spark, stop_spark  # noqa: E402
 from ivm_assets.testing.tpch import create_sources, generate_parquet, make_batches  # noqa: E402
 from tpch_refresh import write_project  # noqa: E402  (benchmarks/: every benchmark's TPC-H project)
@@ -62,11 +62,11 @@ def main() -> None:
             batches = make_batches(spark, sources, args.batch_fraction, seed=11)
             timed = _timing_commits()
             found: dict[str, dict[str, list[float]]] = {v: {"one at a time": [], "at once": [], "commits one at a time": [], "commits at once": []} for v in views}
-            default = refresh.COMMIT_THREADS
+            default = execute.COMMIT_THREADS
             for round_ in range(args.rounds * 2 + 1):
                 batches.apply()
                 label = "one at a time" if round_ % 2 else "at once"
-                refresh.COMMIT_THREADS = 1 if round_ % 2 else default
+                execute.COMMIT_THREADS = 1 if round_ % 2 else default
                 for view in views:
                     timed.clear()
                     began = time.perf_counter()
@@ -76,7 +76,7 @@ def main() -> None:
                     assert result.engine == "in process", result.summary()
                     found[view][label].append(time.perf_counter() - began)
                     found[view]["commits " + label].append(sum(timed))
-            refresh.COMMIT_THREADS = default
+            execute.COMMIT_THREADS = default
         finally:
             if server is not None:
                 server.stop()
@@ -93,9 +93,9 @@ def main() -> None:
 
 
 def _timing_commits() -> list[float]:
-    """Wrap the epoch's commit step (refresh._commit) to time it; returns the list it fills."""
+    """Wrap the epoch's commit step (execute._commit) to time it; returns the list it fills."""
     times: list[float] = []
-    original = refresh._commit
+    original = execute._commit
 
     def timed(*args, **kwargs):
         began = time.perf_counter()
@@ -104,7 +104,7 @@ def _timing_commits() -> list[float]:
         finally:
             times.append(time.perf_counter() - began)
 
-    refresh._commit = timed
+    execute._commit = timed
     return times
 
 

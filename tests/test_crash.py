@@ -23,7 +23,7 @@ from ivm_assets.delta.commit import Epoch
 from ivm_assets.delta.handles import latest_version
 from ivm_assets.delta.snapshot import arrow_schema
 from ivm_assets.delta.write import delete_rows, write
-from ivm_assets.engine import refresh
+from ivm_assets.engine import execute
 from ivm_assets.errors import RefreshError
 from ivm_assets.state import arrangement
 from ivm_assets.state.progress import EpochRecord, Progress
@@ -149,14 +149,14 @@ def two_attempts(project, monkeypatch) -> tuple[EpochRecord, list[str], list[int
     epoch = Epoch("ivm:sales", record.epoch, {})
 
     def attempt() -> None:
-        refresh._run_epoch(project.spark, view, where, relations, record, epoch, project.config.state_buckets, {})
+        execute._run_epoch(project.spark, view, where, relations, record, epoch, project.config.state_buckets, {})
 
     tables = [where.output, *(f"{where.state_root}/{name}" for name in record.payload["state_versions"])]
     attempt()
     after_first = [latest_version(uri) for uri in tables]
     with monkeypatch.context() as m:
         m.setattr(arrangement, "holds_epoch", _unaware)
-        m.setattr(refresh, "holds_epoch", _unaware)
+        m.setattr(execute, "holds_epoch", _unaware)
         attempt()  # reaches every commit: each is refused by its fence, and skipped
     assert [latest_version(uri) for uri in tables] == after_first
     return record, tables, after_first
@@ -179,7 +179,7 @@ def test_a_table_changed_under_an_epoch_stops_it_until_a_full_refresh(builder, m
     _change(builder, 1)
     # One commit at a time, in order (state tables, then the output): the crash after the
     # claim's and the first state table's commits leaves the output to be written.
-    monkeypatch.setattr(refresh, "COMMIT_THREADS", 1)
+    monkeypatch.setattr(execute, "COMMIT_THREADS", 1)
     assert _crash_at(project, monkeypatch, 2)
     output = project.location("sales").output
     stray = {"region": "zz", "n": 1, "total": Decimal("1.00"), "biggest": Decimal("1.00")}

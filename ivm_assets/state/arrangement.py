@@ -409,7 +409,7 @@ class StateTable:
 
     def _commit(self, ctx: EpochContext, rows: Batch, after: int | None, layout: StateLayout) -> int | None:
         """The rows written (None: nothing to commit). May run beside the epoch's other
-        commits, in another thread (see :func:`ivm_assets.engine.refresh._commit`)."""
+        commits, in another thread (see :func:`ivm_assets.engine.execute._commit`)."""
         uri = self.uri(ctx)
         if rows.rows == 0 and not ctx.full and after is not None:
             return None  # nothing to append

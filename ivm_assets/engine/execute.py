@@ -1,0 +1,269 @@
+"""Running one planned epoch (:func:`execute`): in process (DuckDB over Arrow,
+:mod:`ivm_assets.local.epoch`) when it is small and every operator translates, else in Spark;
+then its commits, in the order the refresh's crash recovery relies on
+(:mod:`ivm_assets.engine.refresh`); and what its failures amount to (a rebuild, a data
+error, a conflicting commit).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import re
+from collections.abc import Iterator
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from ivm_assets import decimal_rules, settings
+from ivm_assets.delta.commit import Epoch, holds_epoch
+from ivm_assets.delta.handles import latest_version
+from ivm_assets.delta.snapshot import row_count
+from ivm_assets.engine import changes as cdc
+from ivm_assets.engine import output
+from ivm_assets.engine.compile import CompiledView
+from ivm_assets.errors import CommitConflictError, ExpressionError, InexactAggregate, LostDataFile, RebuildNeeded, RefreshError
+from ivm_assets.local.epoch import LOCAL_CHANGE_ROWS, LocalEpoch, Untranslatable
+from ivm_assets.operators.base import Batch, EpochContext, discard_pending, materialize
+from ivm_assets.spark.arrow import arrow_schema, to_spark
+from ivm_assets.spark.metrics import counting_jobs
+from ivm_assets.spark.session import LazySession, tuned_for
+from ivm_assets.state.progress import EpochRecord
+from ivm_assets.zset import WEIGHT
+
+if TYPE_CHECKING:
+    from ivm_assets.engine.refresh import ViewLocation
+
+
+def execute(
+    spark: SparkSession, view: CompiledView, where: ViewLocation, relations: dict[str, str], record: EpochRecord, buckets: int
+) -> tuple[dict, str | None]:
+    """Run the epoch ``record`` planned: its statistics, and where it ran ("in process", or
+    Spark and why; None for a full epoch)."""
+    epoch = Epoch(f"ivm:{view.name}", record.epoch, {"ivm.view": view.name, "ivm.mode": record.mode})
+    notes: dict[str, str] = {}
+    try:
+        try:
+            stats = _run_epoch(spark, view, where, relations, record, epoch, buckets, notes)
+        finally:
+            discard_pending()
+    except CommitConflictError as exc:
+        raise RefreshError(
+            f"view {view.name!r}: a table changed under epoch {record.epoch} of this refresh: {exc}. "
+            f"Nothing was applied twice. Run `ivm refresh --full {view.name}` to rebuild the view from its sources."
+        ) from exc
+    except RebuildNeeded:
+        raise
+    except Exception as exc:
+        needed = _rebuild_needed(exc, view.name, where)
+        if needed is not None:
+            raise needed from exc
+        if _data_error(exc):
+            raise ExpressionError(view.name, str(exc)) from exc
+        raise
+    return stats, notes.get("engine")
+
+
+@contextmanager
+def _in_spark(spark: SparkSession | LazySession, stats: dict, *, small: bool) -> Iterator[SparkSession]:
+    """Spark work of an epoch, in the session it yields (a lazy one starts here): settings
+    tuned to the epoch's size, its jobs counted in ``stats``. Entered only where an epoch
+    needs Spark."""
+    session = spark.session() if isinstance(spark, LazySession) else spark
+    with tuned_for(session, small=small), counting_jobs(session) as jobs:
+        yield session
+    if jobs.value is not None:
+        stats["spark_jobs"] = stats.get("spark_jobs", 0) + jobs.value
+
+
+def _data_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is Spark failing on the data (SQLSTATE class 22: an overflow, an
+    invalid cast, a division by zero under ANSI mode), or a rule's own computation failing
+    the same way (``decimal_rules.OVERFLOW`` raised in a Python worker)."""
+    state = getattr(exc, "getSqlState", lambda: None)()
+    return bool(state and state.startswith("22")) or decimal_rules.OVERFLOW in str(exc)
+
+
+_MISSING_FILE = ("No such file or directory", "Failed to open local file", "FileNotFoundException", "FILE_NOT_EXIST")
+
+
+def _rebuild_needed(exc: BaseException, view: str, where: ViewLocation) -> RebuildNeeded | None:
+    """The :class:`RebuildNeeded` that ``exc``, raised while an epoch ran, amounts to: a
+    missing data file of the view's own tables, or an aggregate that cannot stay exact (raised
+    inside the plan); None for anything else."""
+    text = f"{getattr(exc, 'filename', None) or ''} {exc}"
+    inexact = re.search(re.escape(InexactAggregate.MARKER) + r": ([^;\n]+) (decimal|double);", text)
+    if inexact:
+        return InexactAggregate(view, inexact.group(1).strip(), inexact.group(2))
+    if not isinstance(exc, FileNotFoundError) and not any(m in text for m in _MISSING_FILE):
+        return None
+    state = re.search(re.escape(where.state_root) + r"/([^/\s'\"]+)/[^\s'\"]*?\.parquet", text)
+    if state:
+        return LostDataFile(view, f"state table {state.group(1)}", state.group(0))
+    out = re.search(re.escape(where.output) + r"/[^\s'\"]*?\.parquet", text)
+    return LostDataFile(view, "the output table", out.group(0)) if out else None
+
+
+
+def _run_epoch(
+    spark: SparkSession | LazySession, view: CompiledView, where: ViewLocation, relations: dict[str, str], record: EpochRecord,
+    epoch: Epoch, buckets: int, notes: dict[str, str],
+) -> dict:
+    """Compute the epoch ``record`` planned and commit it (state, then output). An
+    incremental epoch runs in process when it can, and touches ``spark`` only otherwise.
+
+    A source's large change (:func:`~ivm_assets.engine.changes.large_range`) is read by
+    Spark's executors, and its epoch runs in Spark; its ``rows_in`` is the Delta log's count."""
+    sources = record.payload["sources"]
+    full = record.mode == "full"
+    stats: dict[str, int] = {}
+    change_rows: dict[str, int] = {}
+    tables: dict[str, pa.Table] = {}
+    large: dict[str, cdc.LargeRange] = {}
+    if not full:
+        for name, s in sources.items():
+            found = cdc.large_range(name, relations[name], s["from"], s["to"]) if view.root is not None else None
+            if found is not None:
+                large[name] = found
+                change_rows[name] = found.rows
+                continue
+            tables[name] = cdc.read_range(name, relations[name], s["from"], s["to"], columns=cdc.used_columns(view.root, name))
+            change_rows[name] = tables[name].num_rows
+        stats.update({f"rows_in.{name}": rows for name, rows in change_rows.items()})
+        stats["rows_in"] = sum(change_rows.values())
+        if large:
+            stats["changes_read_on_executors"] = len(large)
+            stats["change_bytes_read_on_executors"] = sum(found.files.bytes for found in large.values())
+    if view.root is None:
+        with _in_spark(spark, stats, small=not full) as spark:
+            frames = {name: to_spark(spark, table) for name, table in tables.items()} or {
+                name: cdc.read_full(spark, relations[name], s["to"]) for name, s in sources.items()
+            }
+            stats.update(_recompute(spark, view, where, frames, epoch, record.payload["output_version"]))
+        return stats
+    ctx = EpochContext(
+        spark, epoch, full, where.state_root, buckets, {}, record.payload["state_versions"], stats,
+        record.payload.get("state_layouts", {}), change_rows, ansi=view.semantics.get("ansi") == "true",
+        time_zone=view.semantics.get("time_zone", "UTC"),
+    )
+    if view.root.unchanged(ctx):
+        stats["rows_out"] = 0
+        return stats  # no source change reaches the view: no state or output to touch
+    if large:
+        notes["engine"] = f"spark: the change of {', '.join(sorted(large))} is read by the executors"
+    computed = _in_process(ctx, view, tables, notes) if not full and not large else None
+    if computed is not None:
+        _commit(ctx, view, where, record, epoch, stats, computed, None, at_once=True)
+        return stats
+    with _in_spark(spark, stats, small=not full) as spark:
+        ctx.spark = spark
+        if full:
+            ctx.changes.update({
+                name: cdc.read_full(spark, relations[name], s["to"], columns=cdc.used_columns(view.root, name))
+                for name, s in sources.items()
+            })
+        else:
+            ctx.changes.update({name: to_spark(spark, table) for name, table in tables.items()})
+            ctx.changes.update({
+                name: cdc.read_large(spark, found, columns=cdc.used_columns(view.root, name)) for name, found in large.items()
+            })
+        shaped = output.shape(view.root.step(ctx), view.root.columns, view.schema)
+        # A full refresh writes its output straight from the plan, which is read once:
+        # materializing it first would cost a checkpoint and a count for nothing.
+        _commit(ctx, view, where, record, epoch, stats, materialize(shaped, small=True) if not full else None, shaped)
+    return stats
+
+
+def _commit(
+    ctx: EpochContext, view: CompiledView, where: ViewLocation, record: EpochRecord, epoch: Epoch, stats: dict,
+    computed: Batch | None, shaped: DataFrame | None, *, at_once: bool = False,
+) -> None:
+    """The epoch's commits: each state table's (queued in ``ctx.writes``), then the output's,
+    ``computed`` (an incremental change) merged, or ``shaped`` (a full result) written.
+
+    An epoch computed in process (``at_once``) makes them all at once instead: each is a few
+    milliseconds of delta-rs I/O on a folder and a few round trips on object storage, and
+    none depends on another (each is fenced to its own recorded version, and a crash
+    between any two is recovered alike, whichever order they landed in). An epoch in Spark
+    keeps the order: its state rows may still be computed by Spark jobs, which a session
+    runs one at a time."""
+    after = record.payload["output_version"]
+
+    def write_output() -> None:
+        if holds_epoch(where.output, epoch):  # the interrupted attempt already applied this epoch's output change
+            rows = computed.rows if computed is not None else row_count(where.output, latest_version(where.output))
+            if rows is not None:
+                stats["rows_out"] = rows
+            return
+        if computed is None:
+            stats["rows_written"] = stats["rows_out"] = output.overwrite(
+                where.output, output.expand(shaped, view.schema.names), view.schema, epoch, after=after
+            )
+        else:
+            stats["rows_out"] = computed.rows
+            if computed.rows:
+                output.apply_change(where.output, computed, view.schema, epoch, output_version=after)
+
+    commits = [*ctx.writes, write_output]
+    if not at_once:
+        written = [commit() for commit in commits]
+    else:
+        with ThreadPoolExecutor(max_workers=min(len(commits), COMMIT_THREADS), thread_name_prefix="ivm-commit") as pool:
+            # Each in a copy of this context: the refresh's Delta handle cache goes along.
+            futures = [pool.submit(contextvars.copy_context().run, commit) for commit in commits]
+            wait(futures, return_when=FIRST_EXCEPTION)
+            for future in futures:  # after a failure, start no other commit (those running finish)
+                future.cancel()
+        failed = next((f for f in futures if not f.cancelled() and f.exception() is not None), None)
+        if failed is not None:
+            raise failed.exception()
+        written = [f.result() for f in futures]
+    state_rows = [w for w in written[:-1] if w is not None]  # None: the table had nothing to commit
+    if state_rows:
+        stats["state_rows_written"] = stats.get("state_rows_written", 0) + sum(state_rows)
+
+
+# Commits of an epoch computed in process made at once (see _commit); more threads than
+# this gain nothing on two cores, and a store may throttle a burst.
+COMMIT_THREADS = 4
+
+
+def _in_process(ctx: EpochContext, view: CompiledView, tables: dict[str, pa.Table], notes: dict[str, str]) -> Batch | None:
+    """The output change of a small incremental epoch computed in process
+    (:mod:`ivm_assets.local.epoch`), its state commits queued; None, with the reason in
+    ``notes["engine"]``, when the epoch must run in Spark (nothing was committed)."""
+    if settings.current().small_epochs == "spark":
+        notes["engine"] = "spark: IVM_SMALL_EPOCHS=spark"
+        return None
+    if sum(ctx.change_rows.values()) > LOCAL_CHANGE_ROWS:
+        notes["engine"] = f"spark: {sum(ctx.change_rows.values())} change rows (in process up to {LOCAL_CHANGE_ROWS})"
+        return None
+    stats = dict(ctx.stats)
+    try:
+        change = LocalEpoch(ctx, tables).run(view.root, arrow_schema(view.schema))
+    except Untranslatable as why:
+        ctx.writes.clear()
+        ctx.stats.clear()
+        ctx.stats.update(stats)  # state reads counted again by the Spark epoch
+        notes["engine"] = f"spark: {why}"
+        return None
+    notes["engine"] = "in process"
+    ctx.stats["epochs_in_process"] = 1
+    return Batch.of_table(ctx.spark, change)
+
+
+def _recompute(
+    spark: SparkSession, view: CompiledView, where: ViewLocation, frames: dict[str, DataFrame], epoch: Epoch, after: int | None
+) -> dict:
+    """Full recompute with Spark SQL itself (views with constructs that are not incremental)."""
+    for name, frame in frames.items():
+        frame.drop(WEIGHT).createOrReplaceTempView(name)
+    rows = spark.sql(view.sql)
+    rows = rows.select(*[F.col(f"`{f.name}`").cast(f.dataType).alias(f.name) for f in view.schema.fields])
+    if holds_epoch(where.output, epoch):
+        return {}
+    written = output.overwrite(where.output, rows, view.schema, epoch, after=after)
+    return {"rows_written": written, "rows_out": written}
