@@ -221,7 +221,7 @@ def test_compaction_on_the_driver_keeps_each_row_in_its_bucket_and_the_content_t
     file's bucket; the content is the same before and after, and later epochs still find
     their keys. The Spark compaction of the same state gives the same content."""
     from ivm_assets.spark.metrics import counting_jobs
-    from ivm_assets.state import arrangement
+    from ivm_assets.state import arrangement, compaction
 
     project = _built(builder)
     for i in range(4):
@@ -234,7 +234,7 @@ def test_compaction_on_the_driver_keeps_each_row_in_its_bucket_and_the_content_t
     tables = [t for op in operators(_root(project, "v")) for t in op.state_tables]
     before = {t.table_name: _logical(project, t, latest_version(t.uri(root))) for t in tables}
     with counting_jobs(project.spark) as jobs:
-        assert all(t.compact(project.spark, root, max_files_per_bucket=0) for t in tables)
+        assert all(compaction.compact(t, project.spark, root, max_files_per_bucket=0) for t in tables)
     assert jobs.value == 0
     for t in tables:
         uri = t.uri(root)
@@ -251,9 +251,9 @@ def test_compaction_on_the_driver_keeps_each_row_in_its_bucket_and_the_content_t
     assert result.mode == "incremental"
     assert_oracle(project)
     # The same content through Spark's compaction path.
-    monkeypatch.setattr(arrangement, "DRIVER_COMPACT_BYTES", -1)
+    monkeypatch.setattr(compaction, "DRIVER_COMPACT_BYTES", -1)
     after = {t.table_name: _logical(project, t, latest_version(t.uri(root))) for t in tables}
-    assert all(t.compact(project.spark, root, max_files_per_bucket=0) for t in tables)
+    assert all(compaction.compact(t, project.spark, root, max_files_per_bucket=0) for t in tables)
     assert {t.table_name: _logical(project, t, latest_version(t.uri(root))) for t in tables} == after
 
 

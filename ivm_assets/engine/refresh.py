@@ -32,6 +32,7 @@ from ivm_assets.spark.session import SEMANTIC_SETTINGS
 from ivm_assets.sql.incrementalize import fingerprint, operators
 from ivm_assets.state.arrangement import FORMAT
 from ivm_assets.state.claim import ClaimSettings, hold
+from ivm_assets.state.compaction import compact_from, compaction_due
 from ivm_assets.state.progress import EpochRecord, Progress, ProgressState, now
 from ivm_assets.testing import faults
 
@@ -163,7 +164,7 @@ def _refresh(
         payload = {**record.payload, "stats": stats, "output_version_after": out_version, "engine": engine}
         done = EpochRecord(record.epoch, "committed", record.mode, record.reason, payload, now())
         tables = [t for op in operators(view.root) for t in op.state_tables] if view.root is not None else []
-        due = [(t, found) for t in tables if (found := t.compaction_due(where.state_root)) is not None]
+        due = [(t, found) for t in tables if (found := compaction_due(t, where.state_root)) is not None]
         clean = record.epoch % LOG_CLEANUP_EPOCHS == 0
         if not due and record.mode != "full" and not clean:
             held.finish(committed=done, started=None)
@@ -171,7 +172,7 @@ def _refresh(
             held.commit(committed=done, started=None)
             # All only touch what the committed epoch no longer needs to be right, under the
             # claim (so no other epoch reads an older state version meanwhile).
-            stats["state_tables_compacted"] = sum(table.compact_from(spark, where.state_root, *found) for table, found in due)
+            stats["state_tables_compacted"] = sum(compact_from(table, spark, where.state_root, *found) for table, found in due)
             if record.mode == "full":
                 stats["stale_state_tables_removed"] = remove_tables_except(where.state_root, [t.table_name for t in tables])
             if clean:

@@ -11,7 +11,7 @@ Two layouts use this:
   the sum of its weights (join sides, DISTINCT counts, MIN/MAX/COUNT DISTINCT values);
 - *latest value* (``__epoch`` column): one row per key per epoch that touched it; the row of
   the highest epoch is the current one (aggregate groups).
-``compact`` folds either layout back to one row per distinct row / key.
+:mod:`~ivm_assets.state.compaction` folds either layout back to one row per distinct row / key.
 
 Every commit to a state table records the table's :class:`StateLayout` (format version,
 bucket count, how each key is hashed, columns) in its commit metadata. A refresh compares
@@ -34,10 +34,9 @@ from pyspark.sql import functions as F
 
 from ivm_assets.delta.commit import holds_epoch
 from ivm_assets.delta.log import head
-from ivm_assets.delta.maintenance import rewrite, rewrite_rows
 from ivm_assets.delta.read import read_snapshot
 from ivm_assets.delta.row_groups import ReadCost, RowGroups, read_row_groups, select_row_groups
-from ivm_assets.delta.snapshot import SnapshotFiles, file_count, files_by_partition, normalize_schema_of, partition_type, row_count, snapshot_files
+from ivm_assets.delta.snapshot import SnapshotFiles, normalize_schema_of, row_count, snapshot_files
 from ivm_assets.delta.staging import StagedFiles, commit_staged, read_staged, stage_files
 from ivm_assets.delta.write import overwrite_epoch, write_epoch
 from ivm_assets.errors import RefreshError
@@ -62,9 +61,6 @@ DRIVER_READ_BYTES = 256 << 20
 # A full refresh's state of up to this many rows (a count it knows) is written from the
 # driver by delta-rs: cheaper than a Spark write job for a few groups or a small dimension.
 DRIVER_WRITE_ROWS = 50_000
-# A state table up to this size (parquet bytes) is compacted on the driver by pyarrow and
-# delta-rs instead of by Spark jobs.
-DRIVER_COMPACT_BYTES = 64 << 20
 # Rows per parquet row group in state files: the unit a key-range lookup can skip.
 ROW_GROUP_ROWS = 4096
 
@@ -302,7 +298,7 @@ class StateTable:
                 return chosen if chosen.bytes <= DRIVER_READ_BYTES else None
         return select_row_groups(snap) if _driver_readable(snap) else None
 
-    def _clustered(self, table: pa.Table) -> pa.Table:
+    def clustered(self, table: pa.Table) -> pa.Table:
         """Rows sorted by bucket and key, so each row group covers a narrow key range."""
         if table.num_rows < 2:
             return table
@@ -380,11 +376,12 @@ class StateTable:
         uri = self.uri(ctx)
         if not ctx.full or self.layout_kind != "zset" or holds_epoch(uri, ctx.epoch):
             return materialize(rows, small=not ctx.full)
-        stored = rows.select(*[col(c) for c in self._stored_columns()], col(BUCKET))
+        stored = rows.select(*[col(c) for c in self.stored_columns()], col(BUCKET))
         files = stage_files(uri, stored, partition_by=[BUCKET], sort_by=list(self.keys), row_group_rows=ROW_GROUP_ROWS)
         return Staged(read_staged(ctx.spark, uri, files), files, self.table_name)
 
-    def _stored_columns(self) -> list[str]:
+    def stored_columns(self) -> list[str]:
+        """The columns the table's files hold, besides ``__bucket``: the state's, and ``__w`` for a z-set."""
         return [*self.columns, WEIGHT] if self.layout_kind == "zset" else list(self.columns)
 
     def write(self, ctx: EpochContext, rows: Batch, types: list) -> None:
@@ -415,7 +412,7 @@ class StateTable:
             return None  # nothing to append
         if holds_epoch(uri, ctx.epoch, after=after):
             return None  # an interrupted attempt of this epoch already wrote it
-        names = self._stored_columns()
+        names = self.stored_columns()
         meta = {LAYOUT_KEY: layout.to_json()}
         if isinstance(rows, Staged) and rows.table_name == self.table_name:
             commit_staged(uri, rows.files, epoch=ctx.epoch, after=after, metadata=meta)
@@ -434,82 +431,8 @@ class StateTable:
             if self.layout_kind == "latest":
                 table = table.append_column(EPOCH, pa.array([ctx.epoch.number] * table.num_rows, pa.int64()))
             write_epoch(
-                uri, self._clustered(table), epoch=ctx.epoch, after=after, mode="append",
+                uri, self.clustered(table), epoch=ctx.epoch, after=after, mode="append",
                 partition_by=[BUCKET], row_group_rows=ROW_GROUP_ROWS, metadata=meta, cache_key=self.keys[0] if self.keys else None,
             )
             written = table.num_rows
         return written
-
-    def compaction_due(self, root: str, *, max_files_per_bucket: int = 8) -> tuple[int, StateLayout] | None:
-        """The version and layout to compact from, when appends have left more than
-        ``max_files_per_bucket`` files per bucket; None when no compaction is due (also for
-        no table, or one whose layout is unknown: the next refresh rebuilds it)."""
-        version, layout = self.head_layout(root) or (None, None)
-        if layout is None or file_count(self.uri(root), version) <= max_files_per_bucket * layout.buckets:
-            return None
-        return version, layout
-
-    def compact(self, spark, root: str, *, max_files_per_bucket: int = 8) -> bool:
-        """Fold the table back to its logical content once appends have left many small files.
-
-        Appending keeps each epoch cheap but leaves one file per touched bucket per epoch;
-        reads then open ever more files. The rewrite is one overwrite commit with the same
-        logical content, so an interruption leaves either the old files or the new ones; it
-        lands right after the version it read or not at all (another process moved the
-        table on: that one compacts next time). A small table (on any store) is compacted on the
-        driver (:meth:`_compacted_on_driver`); otherwise Spark re-buckets the rows exactly as
-        the recorded layout says (a join hashes both sides as one common type, which a
-        table's own column types do not tell). Returns whether it rewrote the table.
-        """
-        due = self.compaction_due(root, max_files_per_bucket=max_files_per_bucket)
-        return due is not None and self.compact_from(spark, root, *due)
-
-    def compact_from(self, spark, root: str, version: int, layout: StateLayout) -> bool:
-        """:meth:`compact` of the table at ``version`` with its ``layout``, as
-        :meth:`compaction_due` found them."""
-        uri = self.uri(root)
-        metadata = {LAYOUT_KEY: layout.to_json()}
-        compacted = self._compacted_on_driver(uri, version)
-        if compacted is not None:
-            return rewrite(uri, compacted, after=version, partition_by=[BUCKET], row_group_rows=ROW_GROUP_ROWS, metadata=metadata)
-        rows = self.current_rows(read_snapshot(spark, uri, version=version).drop(BUCKET))
-        if self.alive_column:
-            rows = rows.filter(col(self.alive_column) > 0)
-        names = self._stored_columns()
-        rows = with_bucket(rows, self.keys, layout.buckets, layout.types())
-        extra = [EPOCH] if self.layout_kind == "latest" else []
-        return rewrite_rows(
-            uri, rows.select(*[col(c) for c in names], col(BUCKET), *[col(c) for c in extra]), after=version,
-            partition_by=[BUCKET], sort_by=list(self.keys), row_group_rows=ROW_GROUP_ROWS, metadata=metadata,
-        )
-
-    def _compacted_on_driver(self, uri: str, version: int) -> pa.Table | None:
-        """The table's logical content with its buckets, computed on the driver bucket by
-        bucket, when the table is small (``DRIVER_COMPACT_BYTES``, from the Delta log); None otherwise,
-        or when its key types are compared in Spark only.
-
-        Each row keeps the bucket its file is in: compaction never changes the layout (a
-        changed layout rebuilds the table instead), so no key is hashed again. A Spark
-        compaction costs a few jobs (~1–2 s) where an epoch in process costs ~0.1 s.
-        """
-        snap = snapshot_files(uri, version=version)
-        if snap.bytes > DRIVER_COMPACT_BYTES or not snap.plain_parquet:
-            return None
-        buckets = files_by_partition(snap, BUCKET)
-        if buckets is None:
-            return None
-        bucket_type = partition_type(snap.table, BUCKET)
-        names = self._stored_columns()
-        extra = [EPOCH] if self.layout_kind == "latest" else []
-        parts = []
-        for bucket, files in buckets.items():
-            rows = self.current_on_driver(StateRead(None, False, True, read_row_groups(select_row_groups(files), keep=False)))
-            if rows is None:
-                return None
-            if self.alive_column:
-                rows = rows.filter(pc.greater(rows.column(self.alive_column), 0))
-            value = pa.array([None if bucket is None else int(bucket)] * rows.num_rows, pa.int64()).cast(bucket_type)
-            parts.append(rows.select([*names, *extra]).add_column(len(names), pa.field(BUCKET, bucket_type), value))
-        if not parts:
-            return None
-        return self._clustered(pa.concat_tables(parts))

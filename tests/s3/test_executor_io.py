@@ -26,7 +26,7 @@ from ivm_assets.delta.snapshot import file_count, normalize_schema_of, row_count
 from ivm_assets.delta.staging import commit_staged, read_staged, stage_files
 from ivm_assets.delta.write import create_table, delete_rows, write
 from ivm_assets.spark.arrow import to_arrow, to_spark
-from ivm_assets.state import arrangement
+from ivm_assets.state import arrangement, compaction
 
 from tests.spark.connect_server import connect_server  # noqa: F401  (the shared Connect server fixture)
 
@@ -152,6 +152,7 @@ class _Driver:
 
         monkeypatch.setattr(row_groups, "read_row_groups", counted)
         monkeypatch.setattr(arrangement, "read_row_groups", counted)
+        monkeypatch.setattr(compaction, "read_row_groups", counted)
 
     def _counting(self, real):
         def call(*args):

@@ -1,0 +1,99 @@
+"""Compaction of state tables (:func:`compact`): each folded back to its logical content (one
+row per distinct row of a z-set, per key of the latest-value layout) once appends have left
+many small files, re-bucketed with the layout its commits recorded, never with a guess.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ivm_assets.delta.maintenance import rewrite, rewrite_rows
+from ivm_assets.delta.read import read_snapshot
+from ivm_assets.delta.row_groups import read_row_groups, select_row_groups
+from ivm_assets.delta.snapshot import file_count, files_by_partition, partition_type, snapshot_files
+from ivm_assets.operators.base import col
+from ivm_assets.state.arrangement import LAYOUT_KEY, ROW_GROUP_ROWS, StateLayout, StateRead, StateTable, with_bucket
+from ivm_assets.zset import BUCKET, EPOCH
+
+# A state table up to this size (parquet bytes) is compacted on the driver by pyarrow and
+# delta-rs instead of by Spark jobs.
+DRIVER_COMPACT_BYTES = 64 << 20
+
+
+def compaction_due(table: StateTable, root: str, *, max_files_per_bucket: int = 8) -> tuple[int, StateLayout] | None:
+    """The version and layout to compact from, when appends have left more than
+    ``max_files_per_bucket`` files per bucket; None when no compaction is due (also for
+    no table, or one whose layout is unknown: the next refresh rebuilds it)."""
+    version, layout = table.head_layout(root) or (None, None)
+    if layout is None or file_count(table.uri(root), version) <= max_files_per_bucket * layout.buckets:
+        return None
+    return version, layout
+
+
+def compact(table: StateTable, spark, root: str, *, max_files_per_bucket: int = 8) -> bool:
+    """Fold the table back to its logical content once appends have left many small files.
+
+    Appending keeps each epoch cheap but leaves one file per touched bucket per epoch;
+    reads then open ever more files. The rewrite is one overwrite commit with the same
+    logical content, so an interruption leaves either the old files or the new ones; it
+    lands right after the version it read or not at all (another process moved the
+    table on: that one compacts next time). A small table (on any store) is compacted on the
+    driver (:func:`_compacted_on_driver`); otherwise Spark re-buckets the rows exactly as
+    the recorded layout says (a join hashes both sides as one common type, which a
+    table's own column types do not tell). Returns whether it rewrote the table.
+    """
+    due = compaction_due(table, root, max_files_per_bucket=max_files_per_bucket)
+    return due is not None and compact_from(table, spark, root, *due)
+
+
+def compact_from(table: StateTable, spark, root: str, version: int, layout: StateLayout) -> bool:
+    """:func:`compact` of the table at ``version`` with its ``layout``, as
+    :func:`compaction_due` found them."""
+    uri = table.uri(root)
+    metadata = {LAYOUT_KEY: layout.to_json()}
+    compacted = _compacted_on_driver(table, uri, version)
+    if compacted is not None:
+        return rewrite(uri, compacted, after=version, partition_by=[BUCKET], row_group_rows=ROW_GROUP_ROWS, metadata=metadata)
+    rows = table.current_rows(read_snapshot(spark, uri, version=version).drop(BUCKET))
+    if table.alive_column:
+        rows = rows.filter(col(table.alive_column) > 0)
+    names = table.stored_columns()
+    rows = with_bucket(rows, table.keys, layout.buckets, layout.types())
+    extra = [EPOCH] if table.layout_kind == "latest" else []
+    return rewrite_rows(
+        uri, rows.select(*[col(c) for c in names], col(BUCKET), *[col(c) for c in extra]), after=version,
+        partition_by=[BUCKET], sort_by=list(table.keys), row_group_rows=ROW_GROUP_ROWS, metadata=metadata,
+    )
+
+
+def _compacted_on_driver(table: StateTable, uri: str, version: int) -> pa.Table | None:
+    """The table's logical content with its buckets, computed on the driver bucket by
+    bucket, when the table is small (``DRIVER_COMPACT_BYTES``, from the Delta log); None otherwise,
+    or when its key types are compared in Spark only.
+
+    Each row keeps the bucket its file is in: compaction never changes the layout (a
+    changed layout rebuilds the table instead), so no key is hashed again. A Spark
+    compaction costs a few jobs (~1–2 s) where an epoch in process costs ~0.1 s.
+    """
+    snap = snapshot_files(uri, version=version)
+    if snap.bytes > DRIVER_COMPACT_BYTES or not snap.plain_parquet:
+        return None
+    buckets = files_by_partition(snap, BUCKET)
+    if buckets is None:
+        return None
+    bucket_type = partition_type(snap.table, BUCKET)
+    names = table.stored_columns()
+    extra = [EPOCH] if table.layout_kind == "latest" else []
+    parts = []
+    for bucket, files in buckets.items():
+        rows = table.current_on_driver(StateRead(None, False, True, read_row_groups(select_row_groups(files), keep=False)))
+        if rows is None:
+            return None
+        if table.alive_column:
+            rows = rows.filter(pc.greater(rows.column(table.alive_column), 0))
+        value = pa.array([None if bucket is None else int(bucket)] * rows.num_rows, pa.int64()).cast(bucket_type)
+        parts.append(rows.select([*names, *extra]).add_column(len(names), pa.field(BUCKET, bucket_type), value))
+    if not parts:
+        return None
+    return table.clustered(pa.concat_tables(parts))
