@@ -5,7 +5,6 @@ from __future__ import annotations
 from ivm_assets.engine.compile import CompiledView
 from ivm_assets.engine.cost import CostEstimate
 from ivm_assets.engine.refresh import ViewLocation
-from ivm_assets.local.epoch import missing_rule
 from ivm_assets.operators.base import Operator
 
 
@@ -27,11 +26,7 @@ def explain_view(view: CompiledView, where: ViewLocation, pending: CostEstimate 
     lines.append("  maintained by: INCREMENTAL dataflow")
     if d.settings.refresh == "full":
         lines.append("    (but `refresh: full` is set: every refresh recomputes)")
-    missing = missing_rule(view.root)
-    lines.append(
-        "  small epochs: in process (DuckDB over Arrow) where their expressions and key types allow, else in Spark"
-        if missing is None else f"  small epochs: in Spark (no in-process rule for {missing})"
-    )
+    lines.append("  small epochs: in process (DuckDB over Arrow) where their expressions and key types allow, else in Spark")
     if pending is not None:
         lines.append(f"  next refresh: {pending.describe()}")
     lines.append("  operators:")

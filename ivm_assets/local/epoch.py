@@ -4,19 +4,20 @@ A small epoch's inputs are on the driver already: the sources' change sets come 
 delta-rs as Arrow, and the state rows the change touches are read there by pyarrow
 (:meth:`~ivm_assets.state.arrangement.StateTable.read`). Spark would turn them into local
 relations, re-analyze a plan built over py4j and run a job or more for a few thousand rows:
-~0.5–3 s a refresh whatever the change. Here the same rules on changes (each operator's
-docstring) run as DuckDB queries over those Arrow tables, and the state appends and the
+~0.5–3 s a refresh whatever the change. Here the same rules on changes (written once, in
+:mod:`ivm_assets.rules`) run as DuckDB queries over those Arrow tables, and the state appends and the
 output change go to delta-rs as they do from Spark. Same state tables, same buckets
 (:mod:`~ivm_assets.local.spark_hash`), same commits: an epoch may run here or in Spark, and
 the next one again either way.
 
-The visits live by operator family: this module (scan, filter, project, union all, inner
-join, distinct, and the state helpers they share), :mod:`~ivm_assets.local.aggregate`,
-:mod:`~ivm_assets.local.top_k` and :mod:`~ivm_assets.local.rule_visits` (the operators whose
-rules are written once, in :mod:`ivm_assets.rules`, and rendered here by DuckDB).
+The visits, which bind each rule's inputs (change sets, state rows read on the driver) and
+queue its state appends, live by operator family: this module (scan, filter, project, union
+all, inner join, and the state helpers they share), :mod:`~ivm_assets.local.aggregate`,
+:mod:`~ivm_assets.local.top_k` and :mod:`~ivm_assets.local.rule_visits` (the others).
 
-An epoch runs here only if every operator of the view has a rule and every expression
-translates (:mod:`~ivm_assets.local.expressions`); and only while the state it touches is
+An epoch runs here only if every expression translates
+(:mod:`~ivm_assets.local.expressions`) and every key, order and sum is of a type both
+engines treat alike; and only while the state it touches is
 read on the driver. Anything else raises :class:`Untranslatable` before the first commit,
 and the refresh runs the epoch in Spark instead, recording why. A DuckDB error (an overflow)
 does the same: Spark then fails, or computes what Spark computes.
@@ -30,9 +31,11 @@ import duckdb
 import pyarrow as pa
 
 from ivm_assets.delta.snapshot import arrow_schema
+from ivm_assets.errors import InexactAggregate
 from ivm_assets.local.aggregate import AggregateVisits
-from ivm_assets.local.columns import check_key_types, q, split_null_keys
-from ivm_assets.local.expressions import SqlType, Untranslatable, arrow_type, register, translate
+from ivm_assets.duckdb_names import q
+from ivm_assets.local.columns import check_key_types, split_null_keys
+from ivm_assets.local.expressions import Untranslatable, register
 from ivm_assets.local.rule_visits import RuleVisits
 from ivm_assets.local.spark_hash import as_double, buckets as spark_buckets
 from ivm_assets.local.top_k import TopKVisits
@@ -45,7 +48,7 @@ from ivm_assets.state import consolidate
 from ivm_assets.state.arrangement import UNHASHED, StateLayout, StateTable
 from ivm_assets.zset import BUCKET, WEIGHT
 
-__all__ = ["LOCAL_CHANGE_ROWS", "LocalEpoch", "Untranslatable", "missing_rule"]
+__all__ = ["LOCAL_CHANGE_ROWS", "LocalEpoch", "Untranslatable"]
 
 # An epoch whose sources changed by more rows than this runs in Spark, which spreads it over
 # the executors; below it, the driver holds every change and state row the epoch touches.
@@ -71,23 +74,9 @@ def _in_zone(con: duckdb.DuckDBPyConnection, zone: str) -> duckdb.DuckDBPyConnec
     return con
 
 
-def _types(table: pa.Table) -> dict[str, SqlType]:
-    """Column types for expression translation (weights and buckets are not columns)."""
-    return {f.name: arrow_type(f.type) for f in table.schema if f.name not in (WEIGHT, BUCKET)}
-
-
 def _untranslatable(exc: duckdb.Error) -> Untranslatable:
     """A DuckDB error (an overflow) as the reason the epoch runs in Spark instead."""
     return Untranslatable(f"DuckDB could not compute it ({str(exc).splitlines()[0]})")
-
-
-def missing_rule(root: Operator) -> str | None:
-    """What the first operator of ``root``'s dataflow without an in-process rule does (its
-    epochs then all run in Spark), or None when every operator has one."""
-    for op in operators(root):
-        if not hasattr(LocalEpoch, f"visit_{type(op).__name__}"):
-            return op.describe().split(":")[0]
-    return None
 
 
 class LocalEpoch(RuleVisits, AggregateVisits, TopKVisits):
@@ -120,10 +109,7 @@ class LocalEpoch(RuleVisits, AggregateVisits, TopKVisits):
     def change(self, op: Operator) -> pa.Table:
         """``op``'s change set this epoch (computed once per operator)."""
         if op.id not in self._done:
-            visit = getattr(self, f"visit_{type(op).__name__}", None)
-            if visit is None:
-                raise Untranslatable(f"no in-process rule for {missing_rule(op)}")
-            self._done[op.id] = normalize_table(visit(op))
+            self._done[op.id] = normalize_table(getattr(self, f"visit_{type(op).__name__}")(op))
         return self._done[op.id]
 
     def sql(self, query: str, **tables: pa.Table) -> pa.Table:
@@ -132,6 +118,8 @@ class LocalEpoch(RuleVisits, AggregateVisits, TopKVisits):
         try:
             return self.con.sql(query).to_arrow_table()
         except duckdb.Error as exc:
+            if InexactAggregate.MARKER in str(exc):
+                raise  # a rule's own failure (rules.aggregate): the refresh recomputes the view
             raise _untranslatable(exc) from exc
         finally:
             for name in tables:
@@ -144,35 +132,21 @@ class LocalEpoch(RuleVisits, AggregateVisits, TopKVisits):
         except duckdb.Error as exc:
             raise _untranslatable(exc) from exc
 
-    # --- linear operators: Δout = op(Δin) -------------------------------------------------
+    # --- linear operators: the rules of :mod:`ivm_assets.rules.linear` ---------------------
     def visit_ScanOp(self, op: ScanOp) -> pa.Table:
-        table = self.changes[op.relation].select([*op.source_columns, WEIGHT])
-        return table.rename_columns([*op.columns, WEIGHT])
+        return self._computed(op.rule, {"change": self.changes[op.relation]})
 
     def visit_FilterOp(self, op: FilterOp) -> pa.Table:
-        table = self.change(op.input)
-        predicate, t = translate(op.predicate, _types(table))
-        if t.family not in ("boolean", "null"):
-            raise Untranslatable(f"a filter of type {t.family}")
-        return self.sql(f"SELECT * FROM t WHERE {predicate}", t=table)
+        return self._computed(op.rule, {"change": self.change(op.input)})
 
     def visit_ProjectOp(self, op: ProjectOp) -> pa.Table:
-        table = self.change(op.input)
-        types = _types(table)
-        exprs = []
-        for name, sql in op.exprs:
-            value, t = translate(sql, types)
-            if t.family == "number" and not t.integer and not value.startswith('"'):
-                # Typed as Spark types it: a later division rounds to a scale derived from it.
-                value = f"CAST({value} AS DECIMAL({t.precision}, {t.scale}))"
-            exprs.append(f"{value} AS {q(name)}")
-        return self.sql(f"SELECT {', '.join(exprs)}, {q(WEIGHT)} FROM t", t=table)
+        return self._computed(op.rule, {"change": self.change(op.input)})
 
     def visit_UnionAllOp(self, op: UnionAllOp) -> pa.Table:
-        parts = [self.change(i).rename_columns([*op.columns, WEIGHT]) for i in op.inputs]
-        if len({p.schema for p in parts}) > 1:
+        parts = {f"change{n}": self.change(i) for n, i in enumerate(op.inputs)}
+        if len({tuple(p.schema.types) for p in parts.values()}) > 1:
             raise Untranslatable("UNION ALL of inputs typed differently (Spark widens them)")
-        return pa.concat_tables(parts)
+        return self._computed(op.rule, parts)
 
     # --- inner join: the rule of :mod:`ivm_assets.rules.join`, rendered by DuckDB ---------
     def visit_JoinOp(self, op: JoinOp) -> pa.Table:

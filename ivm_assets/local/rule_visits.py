@@ -1,6 +1,5 @@
-"""The in-process epochs of the operators whose rules are written once
-(:mod:`ivm_assets.rules`): outer, semi, anti and residual semi/anti joins, NOT IN, DISTINCT,
-windows and INTERSECT/EXCEPT. Each binds the relations its rule reads (change sets, state rows read on
+"""The in-process epochs of outer, semi, anti and residual semi/anti joins, NOT IN,
+DISTINCT, windows and INTERSECT/EXCEPT (their rules are in :mod:`ivm_assets.rules`). Each binds the relations its rule reads (change sets, state rows read on
 the driver) and has DuckDB compute the rule (:mod:`ivm_assets.rules.render_duckdb`); a mixin
 of :class:`~ivm_assets.local.epoch.LocalEpoch`, whose state helpers it uses."""
 

@@ -2,18 +2,17 @@
 
 Scan, filter, project and UNION ALL distribute over the addition of z-sets, so each applies
 itself to the change set row by row and keeps the weights. This holds only for
-deterministic expressions, which :mod:`ivm_assets.sql.constructs` guarantees.
+deterministic expressions, which :mod:`ivm_assets.sql.constructs` guarantees. The rules are
+written once, in :mod:`ivm_assets.rules.linear`, and rendered by Spark here and by DuckDB
+for epochs computed in process.
 """
 
 from __future__ import annotations
 
-from functools import reduce
-
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
-from ivm_assets.operators.base import EpochContext, Operator, col
-from ivm_assets.zset import WEIGHT
+from ivm_assets.operators.base import EpochContext, Operator
+from ivm_assets.rules import linear, rel, render_spark
 
 
 class ScanOp(Operator):
@@ -28,11 +27,12 @@ class ScanOp(Operator):
     def unchanged(self, ctx: EpochContext) -> bool:
         return not ctx.full and ctx.change_rows.get(self.relation) == 0
 
+    @property
+    def rule(self) -> rel.Rel:
+        return linear.scan(self.source_columns, self.columns)
+
     def step(self, ctx: EpochContext) -> DataFrame:
-        changes = ctx.changes[self.relation]
-        return changes.select(
-            *[col(s).alias(c) for s, c in zip(self.source_columns, self.columns)], col(WEIGHT)
-        )
+        return render_spark.render(self.rule, {"change": ctx.changes[self.relation]})
 
     def describe(self) -> str:
         return f"scan {self.relation} ({', '.join(self.source_columns)}): Δout = Δ{self.relation}"
@@ -48,8 +48,12 @@ class FilterOp(Operator):
     def inputs(self) -> tuple[Operator, ...]:
         return (self.input,)
 
+    @property
+    def rule(self) -> rel.Rel:
+        return linear.filter_(self.columns, self.predicate)
+
     def step(self, ctx: EpochContext) -> DataFrame:
-        return self.input.step(ctx).filter(F.expr(self.predicate))
+        return render_spark.render(self.rule, {"change": self.input.step(ctx)})
 
     def describe(self) -> str:
         return f"filter {self.predicate}: Δout = σ(Δin)"
@@ -66,8 +70,12 @@ class ProjectOp(Operator):
     def inputs(self) -> tuple[Operator, ...]:
         return (self.input,)
 
+    @property
+    def rule(self) -> rel.Rel:
+        return linear.project(self.input.columns, self.exprs)
+
     def step(self, ctx: EpochContext) -> DataFrame:
-        return self.input.step(ctx).select(*[F.expr(e).alias(n) for n, e in self.exprs], col(WEIGHT))
+        return render_spark.render(self.rule, {"change": self.input.step(ctx)})
 
     def describe(self) -> str:
         return "project " + ", ".join(f"{e} AS {n}" for n, e in self.exprs) + ": Δout = π(Δin)"
@@ -83,9 +91,12 @@ class UnionAllOp(Operator):
     def inputs(self) -> tuple[Operator, ...]:
         return self._inputs
 
+    @property
+    def rule(self) -> rel.Rel:
+        return linear.union_all(tuple(i.columns for i in self._inputs), self.columns)
+
     def step(self, ctx: EpochContext) -> DataFrame:
-        parts = [i.step(ctx).toDF(*self.columns, WEIGHT) for i in self._inputs]
-        return reduce(DataFrame.unionAll, parts)
+        return render_spark.render(self.rule, {f"change{n}": i.step(ctx) for n, i in enumerate(self._inputs)})
 
     def describe(self) -> str:
         return f"union all of {len(self._inputs)} inputs: Δout = Σ Δin"

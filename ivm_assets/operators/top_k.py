@@ -31,16 +31,18 @@ Per group (``ROW_NUMBER() OVER (PARTITION BY g …) <= k``, see
 bucketed by the partition columns, a change reads the buffers of the partitions it touches,
 and a refill reads A for just the partitions drained. The place of each copy (the
 ROW_NUMBER value) is then an output column.
+
+The rule is written once, in :mod:`ivm_assets.rules.top_k`, and rendered by Spark here and
+by DuckDB for epochs computed in process; which state is read, and how, is the engine's.
 """
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, Window
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame
 
-from ivm_assets.operators.base import (
-    Batch, EpochContext, Operator, col, consolidate, materialize, nothing, null_safe_match, unforced,
-)
+from ivm_assets.operators.base import Batch, EpochContext, Operator, col, consolidate, materialize, nothing, unforced
+from ivm_assets.rules import rel, render_spark
+from ivm_assets.rules.top_k import TopKRule
 from ivm_assets.sql.plan import SortKey
 from ivm_assets.state.arrangement import StateTable, default_hash_types, with_bucket
 from ivm_assets.zset import BUCKET, WEIGHT
@@ -79,118 +81,58 @@ class TopKOp(Operator):
     def state_tables(self) -> tuple[StateTable, ...]:
         return (self.rows, self.top)
 
-    def _sort(self) -> list[Column]:
-        def key(name: str, desc: bool, nulls_first: bool) -> Column:
-            c = col(name)
-            if desc:
-                return c.desc_nulls_first() if nulls_first else c.desc_nulls_last()
-            return c.asc_nulls_first() if nulls_first else c.asc_nulls_last()
-
-        return [key(*k) for k in self.order]
-
-    def _window(self):
-        """Each partition in order. Without partitions one Spark partition: the rows a change
-        sorts (buffer and change) are few."""
-        return Window.partitionBy(*([col(k) for k in self.partition] or [F.lit(0)])).orderBy(*self._sort())
-
-    def _first(self, rows: DataFrame) -> DataFrame:
-        """The first ``target`` distinct rows of each partition of ``rows`` (a z-set) in order."""
-        rows = rows.filter(col(WEIGHT) > 0)
-        if not self.partition:
-            return rows.orderBy(*self._sort()).limit(self.target)
-        place = F.row_number().over(self._window())
-        return rows.withColumn("__n", place).filter(col("__n") <= self.target).drop("__n")
-
-    def _advance(self, old: DataFrame | None, delta: DataFrame) -> DataFrame:
-        """B + the part of ΔA that sorts at or before B's last row (step 1)."""
-        zero = F.lit(0).cast("bigint")
-        cols = [col(c) for c in self.row_columns]
-        tagged = delta.select(*cols, col(WEIGHT).alias("__d"), zero.alias("__o"))
-        if old is not None:
-            tagged = tagged.unionByName(old.select(*cols, zero.alias("__d"), col(WEIGHT).alias("__o")))
-        rows = tagged.groupBy(*cols).agg(F.sum("__d").alias("__d"), F.sum("__o").alias("__o"))
-        # A row is at or before β when some row of B sorts at or after it.
-        after = self._window().rowsBetween(Window.currentRow, Window.unboundedFollowing)
-        in_b = F.max(F.when(col("__o") > 0, 1).otherwise(0)).over(after)
-        kept = rows.withColumn("__in_b", in_b).filter(col("__in_b") == 1)
-        return kept.select(*cols, (col("__o") + col("__d")).alias(WEIGHT)).filter(col(WEIGHT) > 0)
-
-    def _shown(self, buffer: DataFrame, sign: int) -> DataFrame:
-        """The copies of ``buffer``'s rows at places m+1 … m+k, with weight ``sign`` each
-        (with ``position``: one row per copy, holding its place)."""
-        upto = self._window().rowsBetween(Window.unboundedPreceding, Window.currentRow)
-        placed = buffer.withColumn("__before", F.sum(col(WEIGHT)).over(upto) - col(WEIGHT))
-        first = F.greatest(col("__before"), F.lit(self.offset))
-        last = F.least(col("__before") + col(WEIGHT), F.lit(self.offset + self.limit))
-        cols = [col(c) for c in self.row_columns]
-        if self.position:
-            shown = placed.filter(last > first).select(
-                *cols, F.explode(F.sequence((first + 1).cast("int"), last.cast("int"))).alias(self.position),
-                F.lit(sign).cast("bigint").alias(WEIGHT),
-            )
-            return shown
-        shown = placed.select(*cols, (F.greatest(last - first, F.lit(0)) * sign).cast("bigint").alias(WEIGHT))
-        return shown.filter(col(WEIGHT) != 0)
+    @property
+    def rule(self) -> TopKRule:
+        """This operator's rule on changes (:mod:`ivm_assets.rules.top_k`)."""
+        return TopKRule(self.row_columns, self.order, self.limit, self.offset, self.partition, self.position, self.target)
 
     def _refill(self, ctx: EpochContext, batch: Batch, delta: DataFrame, new: Batch) -> Batch:
         """B′ with the partitions left holding fewer than m + k rows refilled from A + ΔA (step 2)."""
-        need = self.offset + self.limit
+        rule = self.rule
+        inputs = {"new": new.df, "delta": delta}
         if not self.partition:
-            if _copies(new) >= need:
+            if _copies(new) >= self.offset + self.limit:
                 return new
             # The whole input, not the rows of the change's buckets: a change that cancels
             # out (a no-op UPDATE, an insert a filter drops) has no rows, and so no bucket.
             raw = self.rows.read(ctx, None, ())
-            everything = consolidate(raw.df.unionByName(delta), self.row_columns) if raw is not None else delta
             ctx.stats["top_k_refills"] = ctx.stats.get("top_k_refills", 0) + 1
-            return materialize(self._first(everything), small=True)
-        keys = [col(k) for k in self.partition]
-        sizes = new.df.groupBy(*keys).agg(F.sum(col(WEIGHT)).alias("__c"))
-        sizes = sizes.select(*[col(k).alias(f"__k{i}") for i, k in enumerate(self.partition)], col("__c"))
-        touched = batch.df.select(*keys, col(BUCKET)).distinct()
-        pairs = [(k, f"__k{i}") for i, k in enumerate(self.partition)]
-        drained = touched.join(sizes, null_safe_match(touched, sizes, pairs), "left").filter(F.coalesce(col("__c"), F.lit(0)) < need)
-        drained = materialize(drained.select(*keys, col(BUCKET)), small=True)
-        if drained.rows == 0:
-            return new
-        ctx.stats["top_k_refills"] = ctx.stats.get("top_k_refills", 0) + drained.rows
-        marks = drained.df.select(*[col(k).alias(f"__k{i}") for i, k in enumerate(self.partition)])
-
-        def of_drained(df: DataFrame, how: str) -> DataFrame:
-            return df.join(marks, null_safe_match(df, marks, pairs), how)
-
-        raw = self.rows.read(ctx, drained, self.partition)
-        mine = of_drained(delta, "left_semi")
-        everything = consolidate(raw.df.unionByName(mine), self.row_columns) if raw is not None else mine
-        return materialize(of_drained(new.df, "left_anti").unionByName(self._first(everything)), small=True)
+        else:
+            touched = batch.df.select(*[col(k) for k in self.partition], col(BUCKET)).distinct()
+            drained = materialize(render_spark.render(rule.drained(), {"new": new.df, "touched": touched}), small=True)
+            if drained.rows == 0:
+                return new
+            ctx.stats["top_k_refills"] = ctx.stats.get("top_k_refills", 0) + drained.rows
+            inputs["drained"] = drained.df
+            raw = self.rows.read(ctx, drained, self.partition)
+        if raw is not None:
+            inputs["rows"] = raw.df
+        return materialize(render_spark.render(rule.refilled(set(inputs)), inputs), small=True)
 
     def step(self, ctx: EpochContext) -> DataFrame:
+        rule = self.rule
         change = consolidate(self.input.step(ctx), self.row_columns)
         types = default_hash_types(change, self.partition)
         batch = with_bucket(change, self.partition, ctx.buckets, types)
         batch = nothing(batch) if self.input.unchanged(ctx) else materialize(batch, small=not ctx.full)
         if self.partition and not ctx.full and batch.rows == 0:
-            return self._shown(batch.df.drop(BUCKET), 1)
+            return render_spark.render(rel.empty(rule.output({"new"})), {"new": batch.df.drop(BUCKET)})
         # Without partitions the buffer is read whole, so nothing here needs the change's
         # rows: it is computed in the job that computes the new buffer (an empty change
         # leaves the buffer as it is and shows no change). Otherwise it is computed by now.
         delta = unforced(batch).drop(BUCKET)
-        old = None
+        inputs = {"delta": delta}
         if ctx.full:
-            new = materialize(self._first(delta), small=True)
+            new = materialize(render_spark.render(rule.full(), inputs), small=True)
         else:
             raw = self.top.read(ctx, batch if self.partition else None, self.partition)
             if raw is not None:
                 old = self.top.current(raw)
-                old = old if raw.local else materialize(old, small=True).df  # used three times
-            new = self._refill(ctx, batch, delta, materialize(self._first(self._advance(old, delta)), small=True))
-        parts = [self._shown(new.df, 1)] + ([self._shown(old, -1)] if old is not None else [])
-        out = consolidate(parts[0].unionByName(parts[1]) if len(parts) > 1 else parts[0], self.columns)
-        if old is None:
-            buffer_change = new.df
-        else:
-            gone = old.withColumn(WEIGHT, -col(WEIGHT))
-            buffer_change = consolidate(new.df.unionByName(gone), self.row_columns)
+                inputs["old"] = old if raw.local else materialize(old, small=True).df  # used three times
+            new = self._refill(ctx, batch, delta, materialize(render_spark.render(rule.advanced(set(inputs)), inputs), small=True))
+        inputs["new"] = new.df
+        out = render_spark.render(rule.output(set(inputs)), inputs)
+        buffer_change = render_spark.render(rule.buffer_change(set(inputs)), inputs)
         self.rows.write(ctx, batch, types)
         self.top.write(ctx, materialize(with_bucket(buffer_change, self.partition, ctx.buckets, types), small=True), types)
         return out  # lazy: its consumer materializes it once

@@ -23,7 +23,7 @@ def rule(columns: tuple[str, ...], present: set[str]) -> rel.Rel:
         keep(delta, columns, __o=Lit(0), __d=Col(WEIGHT)),
         keep(rel.Input("old", columns + (WEIGHT,)), columns, __o=Col(WEIGHT), __d=Lit(0)),
     ))
-    per_row = rel.GroupSum(rows, columns, (("__o", Col("__o")), ("__d", Col("__d"))))
+    per_row = rel.group_sum(rows, columns, (("__o", Col("__o")), ("__d", Col("__d"))))
     before, after = Col("__o"), add(Col("__o"), Col("__d"))
     zero = Lit(0)
     enters = Call("and", (Call("<=", (before, zero)), gt(after, zero)))

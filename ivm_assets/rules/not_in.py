@@ -67,7 +67,7 @@ class NotIn:
         def nulls(c: str) -> rel.Expr:
             return Case(Col(NULL), Col(c), Lit(0))
 
-        summed = rel.GroupSum(rows, groups, (("__no", Col("__o")), ("__nd", Col("__d")), ("__zo", nulls("__o")), ("__zd", nulls("__d"))))
+        summed = rel.group_sum(rows, groups, (("__no", Col("__o")), ("__nd", Col("__d")), ("__zo", nulls("__o")), ("__zd", nulls("__d"))))
 
         def status(n: rel.Expr, z: rel.Expr) -> rel.Expr:
             return Case(Call("<=", (n, Lit(0))), Lit(EMPTY), Case(rel.gt(z, Lit(0)), Lit(NULLS), Lit(VALUES)))

@@ -20,6 +20,6 @@ def before_after(change: rel.Rel, old: rel.Rel | None, keys: tuple[str, ...], be
     rows: rel.Rel = keep(change, keys, **{before: Lit(0), "__d": Col(WEIGHT)})
     if old is not None:
         rows = rel.Union_((rows, keep(old, keys, **{before: Col(WEIGHT), "__d": Lit(0)})))
-    summed = rel.GroupSum(rows, keys, ((before, Col(before)), ("__d", Col("__d"))))
+    summed = rel.group_sum(rows, keys, ((before, Col(before)), ("__d", Col("__d"))))
     renamed = tuple((key_name(k), Col(k)) for k in keys)
     return rel.Select(summed, renamed + ((before, Col(before)), (after, rel.add(Col(before), Col("__d")))))

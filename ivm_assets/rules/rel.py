@@ -42,15 +42,17 @@ class Lit:
 
 @dataclass(frozen=True)
 class Null:
-    """NULL of the type of the input column ``like`` (an outer join's padding)."""
+    """NULL of the type of the input column ``like`` (an outer join's padding); without
+    ``like``, NULL of no type, which a union or the epoch's final cast types."""
 
-    like: str
+    like: str | None = None
 
 
 @dataclass(frozen=True)
 class Call:
-    """``op`` over ``args``: ``+ - *`` (BIGINT), ``> <= = <>``, ``and``, ``not``, ``coalesce``,
-    ``greatest``, ``least``, ``is_null``."""
+    """``op`` over ``args``: ``+ - *`` (BIGINT), ``/`` (DOUBLE), ``neg``, ``> < <= = <>``,
+    ``and``, ``or``, ``not``, ``coalesce``, ``greatest``, ``least``, ``is_null``, ``is_nan``,
+    ``is_infinite``."""
 
     op: str
     args: tuple[Expr, ...]
@@ -58,11 +60,44 @@ class Call:
 
 @dataclass(frozen=True)
 class Case:
-    """CASE WHEN ``when`` THEN ``then`` ELSE ``otherwise`` END."""
+    """CASE WHEN ``when`` THEN ``then`` ELSE ``otherwise`` END (no ELSE: NULL)."""
 
     when: Expr
     then: Expr
-    otherwise: Expr
+    otherwise: Expr | None = None
+
+
+@dataclass(frozen=True)
+class Cast:
+    """``value`` as the Spark type ``to``, named as Spark's ``simpleString`` names it
+    (``bigint``, ``int``, ``double``, ``decimal(p,s)``). A value the type cannot hold is
+    Spark's (NULL, or an error under ANSI mode); DuckDB raises, and the epoch runs in Spark."""
+
+    value: Expr
+    to: str
+
+
+@dataclass(frozen=True)
+class Fail:
+    """``value``, unless ``when`` holds: then the epoch fails with ``message`` (Spark's
+    ``raise_error``, DuckDB's ``error``)."""
+
+    when: Expr
+    message: str
+    value: Expr
+
+
+@dataclass(frozen=True)
+class Average:
+    """AVG from an exact DECIMAL ``total`` and a positive ``count``: the quotient rounded
+    once into DECIMAL(precision, scale), as Spark's AVG (:func:`ivm_assets.decimal_rules.divide`).
+    A quotient too wide for the type is NULL, or under ``ansi`` an error named as Spark's."""
+
+    total: Expr
+    count: Expr
+    precision: int
+    scale: int
+    ansi: bool
 
 
 @dataclass(frozen=True)
@@ -73,7 +108,7 @@ class SparkSql:
     text: str
 
 
-Expr = Union[Col, Lit, Null, Call, Case, SparkSql]
+Expr = Union[Col, Lit, Null, Call, Case, Cast, Fail, Average, SparkSql]
 
 
 def add(a: Expr, b: Expr) -> Call:
@@ -90,6 +125,19 @@ def mul(a: Expr, b: Expr) -> Call:
 
 def gt(a: Expr, b: Expr) -> Call:
     return Call(">", (a, b))
+
+
+def lt(a: Expr, b: Expr) -> Call:
+    return Call("<", (a, b))
+
+
+def and_(a: Expr, b: Expr) -> Call:
+    return Call("and", (a, b))
+
+
+def present(a: Expr) -> Call:
+    """``a IS NOT NULL``."""
+    return Call("not", (Call("is_null", (a,)),))
 
 
 def coalesce(*args: Expr) -> Call:
@@ -122,14 +170,16 @@ JoinKind = Literal["inner", "left", "semi", "anti"]
 @dataclass(frozen=True)
 class Join:
     """Rows of ``left`` and ``right`` whose ``on`` columns are equal (``=``: a NULL matches
-    nothing) and, given, where ``residual`` holds. ``inner`` and ``left`` (outer) output both
-    inputs' columns; ``semi`` and ``anti`` the left rows with or without a match."""
+    nothing; with ``null_safe``, NULL matches NULL) and, given, where ``residual`` holds.
+    ``inner`` and ``left`` (outer) output both inputs' columns; ``semi`` and ``anti`` the
+    left rows with or without a match."""
 
     left: Rel
     right: Rel
     on: tuple[tuple[str, str], ...]
     kind: JoinKind
     residual: Expr | None = None
+    null_safe: bool = False
 
     def __post_init__(self) -> None:
         shared = set(columns(self.left)) & set(columns(self.right))
@@ -145,12 +195,61 @@ class Union_:
 
 
 @dataclass(frozen=True)
-class GroupSum:
-    """Per distinct ``keys`` (NULL equal to NULL): the BIGINT sum of each expression."""
+class Reduce:
+    """Per distinct ``keys`` (NULL equal to NULL, floats as Spark groups them): each call
+    (name, function, expression), the function ``sum``, ``min``, ``max`` or ``count``. A sum
+    is typed by each engine its own way: a rule casts it where its type matters."""
 
     input: Rel
     keys: tuple[str, ...]
-    sums: tuple[tuple[str, Expr], ...]
+    calls: tuple[tuple[str, str, Expr], ...]
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """Each row of ``input`` repeated |weight| times, its weight replaced by the column
+    ``sign`` (+1 or −1): a sum over the copies keeps the type of its argument, where a
+    product with the weight would widen a DECIMAL and could lose its scale."""
+
+    input: Rel
+    sign: str
+
+
+# One sort key: (column, descending, NULLs first).
+SortKey = tuple[str, bool, bool]
+
+
+@dataclass(frozen=True)
+class Ordered:
+    """``input`` with each call (name, function, expression) computed over the rows of its
+    ``partition`` (none: all rows) in ``order``, a total order: ``running_sum``, the sum over
+    the rows up to and including this one; ``max_after``, the max over this row and those after."""
+
+    input: Rel
+    partition: tuple[str, ...]
+    order: tuple[SortKey, ...]
+    calls: tuple[tuple[str, str, Expr], ...]
+
+
+@dataclass(frozen=True)
+class First:
+    """The first ``n`` rows of each ``partition`` of ``input`` (none: of all rows) in ``order``."""
+
+    input: Rel
+    partition: tuple[str, ...]
+    order: tuple[SortKey, ...]
+    n: int
+
+
+@dataclass(frozen=True)
+class Places:
+    """Each row of ``input`` once per place ``from_ + 1 … to`` (BIGINT expressions; none
+    when ``to`` ≤ ``from_``), the place in the column ``name``."""
+
+    input: Rel
+    name: str
+    from_: Expr
+    to: Expr
 
 
 @dataclass(frozen=True)
@@ -173,7 +272,7 @@ class Window:
     sign: int
 
 
-Rel = Union[Input, Select, Join, Union_, GroupSum, Consolidate, Window]
+Rel = Union[Input, Select, Join, Union_, Reduce, Repeat, Ordered, First, Places, Consolidate, Window]
 
 
 def columns(rel: Rel) -> tuple[str, ...]:
@@ -186,8 +285,16 @@ def columns(rel: Rel) -> tuple[str, ...]:
         return columns(rel.left) + (columns(rel.right) if rel.kind in ("inner", "left") else ())
     if isinstance(rel, Union_):
         return columns(rel.inputs[0])
-    if isinstance(rel, GroupSum):
-        return rel.keys + tuple(name for name, _ in rel.sums)
+    if isinstance(rel, Reduce):
+        return rel.keys + tuple(name for name, _, _ in rel.calls)
+    if isinstance(rel, Repeat):
+        return tuple(c for c in columns(rel.input) if c != WEIGHT) + (rel.sign,)
+    if isinstance(rel, Ordered):
+        return columns(rel.input) + tuple(name for name, _, _ in rel.calls)
+    if isinstance(rel, First):
+        return columns(rel.input)
+    if isinstance(rel, Places):
+        return columns(rel.input) + (rel.name,)
     if isinstance(rel, Window):
         return rel.columns + tuple(name for name, _ in rel.calls) + (WEIGHT,)
     return rel.columns + (WEIGHT,)
@@ -201,6 +308,12 @@ def keep(rel: Rel, names: tuple[str, ...], **computed: Expr) -> Select:
 def renamed(rel: Rel, mapping: dict[str, str]) -> Select:
     """``rel`` with columns renamed by ``mapping`` (others as they are)."""
     return Select(rel, tuple((mapping.get(n, n), Col(n)) for n in columns(rel)))
+
+
+def group_sum(input: Rel, keys: tuple[str, ...], sums: tuple[tuple[str, Expr], ...]) -> Select:
+    """Per distinct ``keys`` (as :class:`Reduce` groups them): the BIGINT sum of each expression."""
+    reduced = Reduce(input, keys, tuple((name, "sum", e) for name, e in sums))
+    return Select(reduced, tuple((k, Col(k)) for k in keys) + tuple((name, Cast(Col(name), "bigint")) for name, _ in sums))
 
 
 def empty(rel_: Rel) -> Select:

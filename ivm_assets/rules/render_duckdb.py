@@ -7,16 +7,35 @@ them: consolidation normalises float columns, and a view's own expression is tra
 
 from __future__ import annotations
 
+import re
+
 import pyarrow as pa
 
-from ivm_assets.local.columns import q
-from ivm_assets.local.expressions import arrow_type, translate
+from ivm_assets.duckdb_names import q
+from ivm_assets.local.expressions import SqlType, Untranslatable, arrow_type, decimal_divide, translate
 from ivm_assets.rules import rel
 from ivm_assets.state import consolidate
 from ivm_assets.zset import WEIGHT
 
-_BINARY = {"+", "-", "*", ">", "<=", "=", "<>"}
+_BINARY = {"+", "-", "*", "/", ">", "<", "<=", "=", "<>"}
+_BOOLEAN = (">", "<", "<=", "=", "<>", "and", "or", "not", "is_null", "is_nan", "is_infinite")
 _BIGINT = pa.int64()
+# Spark's simple type names, as DuckDB and Arrow name them.
+_TYPES = {
+    "tinyint": ("TINYINT", pa.int8()), "smallint": ("SMALLINT", pa.int16()), "int": ("INTEGER", pa.int32()),
+    "bigint": ("BIGINT", _BIGINT), "float": ("FLOAT", pa.float32()), "double": ("DOUBLE", pa.float64()),
+}
+
+
+def _spark_type(name: str) -> tuple[str, pa.DataType]:
+    """A Spark type's simple name (:class:`~ivm_assets.rules.rel.Cast`) as DuckDB's and Arrow's."""
+    if name in _TYPES:
+        return _TYPES[name]
+    found = re.fullmatch(r"decimal\((\d+),(\d+)\)", name)
+    if found is None:
+        raise Untranslatable(f"no DuckDB type for Spark's {name}")
+    precision, scale = int(found.group(1)), int(found.group(2))
+    return f"DECIMAL({precision}, {scale})", pa.decimal128(precision, scale)
 
 
 def expr(e: rel.Expr, types: dict[str, pa.DataType]) -> str:
@@ -27,32 +46,92 @@ def expr(e: rel.Expr, types: dict[str, pa.DataType]) -> str:
     if isinstance(e, rel.Lit):
         return f"CAST({int(e.value)} AS BIGINT)"
     if isinstance(e, rel.Case):
-        return f"(CASE WHEN {expr(e.when, types)} THEN {expr(e.then, types)} ELSE {expr(e.otherwise, types)} END)"
+        otherwise = "" if e.otherwise is None else f" ELSE {expr(e.otherwise, types)}"
+        return f"(CASE WHEN {expr(e.when, types)} THEN {expr(e.then, types)}{otherwise} END)"
+    if isinstance(e, rel.Cast):
+        return f"CAST({expr(e.value, types)} AS {_spark_type(e.to)[0]})"
+    if isinstance(e, rel.Fail):
+        message = e.message.replace("'", "''")
+        return f"(CASE WHEN {expr(e.when, types)} THEN error('{message}') ELSE {expr(e.value, types)} END)"
+    if isinstance(e, rel.Average):
+        # Too wide a quotient raises (ANSI or not): the epoch runs in Spark, which gives its NULL or error.
+        return decimal_divide(expr(e.total, types), expr(e.count, types), e.precision, e.scale)
     if isinstance(e, rel.SparkSql):
-        return translate(e.text, {n: arrow_type(t) for n, t in types.items() if n != WEIGHT})[0]
+        return _view_sql(e.text, types)[0]
     args = [expr(a, types) for a in e.args]
     if e.op in _BINARY:
         return f"({args[0]} {e.op} {args[1]})"
-    if e.op == "and":
-        return f"({args[0]} AND {args[1]})"
+    if e.op in ("and", "or"):
+        return f"({args[0]} {e.op.upper()} {args[1]})"
     if e.op == "not":
         return f"(NOT {args[0]})"
+    if e.op == "neg":
+        return f"(-{args[0]})"
     if e.op == "is_null":
         return f"({args[0]} IS NULL)"
+    if e.op == "is_nan":
+        return f"isnan({args[0]})"
+    if e.op == "is_infinite":
+        return f"isinf({args[0]})"
     if e.op in ("coalesce", "greatest", "least"):
         return f"{e.op}({', '.join(args)})"
     raise ValueError(f"no DuckDB rendering of {e.op!r}")
 
 
+def _view_sql(text: str, types: dict[str, pa.DataType], *, condition: bool = False) -> tuple[str, SqlType]:
+    """A view's own expression (:class:`~ivm_assets.rules.rel.SparkSql`) as DuckDB SQL, and
+    its type, by :mod:`ivm_assets.local.expressions`; a ``condition`` must be a boolean."""
+    value, t = translate(text, {n: arrow_type(ty) for n, ty in types.items() if n != WEIGHT})
+    if condition:
+        if t.family not in ("boolean", "null"):
+            raise Untranslatable(f"a condition of type {t.family}")
+    elif t.family == "number" and not t.integer and not value.startswith('"'):
+        # Typed as Spark types it: a later division rounds to a scale derived from it.
+        value = f"CAST({value} AS DECIMAL({t.precision}, {t.scale}))"
+    return value, t
+
+
+def _condition(e: rel.Expr, types: dict[str, pa.DataType]) -> str:
+    return _view_sql(e.text, types, condition=True)[0] if isinstance(e, rel.SparkSql) else expr(e, types)
+
+
+def _arrow(t: SqlType) -> pa.DataType:
+    """An Arrow type for a view expression's :class:`SqlType`, as far as the renderer needs it
+    (floats are normalised, NULLs typed): its width for numbers, its family otherwise."""
+    if t.family == "number":
+        return _INTEGERS.get(t.precision, _BIGINT) if t.integer else pa.decimal128(t.precision, t.scale)
+    return _FAMILY_TYPES.get(t.family, pa.string())
+
+
+_INTEGERS = {3: pa.int8(), 5: pa.int16(), 10: pa.int32(), 20: _BIGINT}
+_FAMILY_TYPES = {"double": pa.float64(), "date": pa.date32(), "timestamp": pa.timestamp("us", tz="UTC"), "boolean": pa.bool_(), "null": pa.null()}
+
+
 def _type(e: rel.Expr, types: dict[str, pa.DataType], schemas: dict[str, pa.Schema]) -> pa.DataType:
-    """The Arrow type of an IR expression: a column's own; every computed value the rules
-    make is a BIGINT (weights, counts) or a boolean."""
+    """The Arrow type of an IR expression: a column's own, a cast's, AVG's; every other
+    computed value the rules make is a BIGINT (weights, counts), a DOUBLE or a boolean."""
     if isinstance(e, rel.Col):
         return types[e.name]
+    if isinstance(e, rel.SparkSql):
+        value, t = _view_sql(e.text, types)
+        named = value[1:-1].replace('""', '"') if value.startswith('"') and value.endswith('"') else None
+        return types[named] if named in types else _arrow(t)
     if isinstance(e, rel.Null):
-        return next(s.field(e.like).type for s in schemas.values() if e.like in s.names)
-    if isinstance(e, rel.Call) and e.op in (">", "<=", "=", "<>", "and", "not", "is_null"):
+        return next(s.field(e.like).type for s in schemas.values() if e.like in s.names) if e.like else pa.null()
+    if isinstance(e, rel.Cast):
+        return _spark_type(e.to)[1]
+    if isinstance(e, rel.Average):
+        return pa.decimal128(e.precision, e.scale)
+    if isinstance(e, rel.Fail):
+        return _type(e.value, types, schemas)
+    if isinstance(e, rel.Case):
+        return _type(e.then, types, schemas)
+    if isinstance(e, rel.Call) and e.op in _BOOLEAN:
         return pa.bool_()
+    if isinstance(e, rel.Call) and e.op == "/":
+        return pa.float64()
+    if isinstance(e, rel.Call) and e.op in ("neg", "coalesce", "greatest", "least"):
+        return _type(e.args[0], types, schemas)
     return _BIGINT
 
 
@@ -64,15 +143,16 @@ def render(node: rel.Rel, schemas: dict[str, pa.Schema]) -> tuple[str, dict[str,
         return f"SELECT {', '.join(q(c) for c in node.columns)} FROM {q(node.name)}", {c: schema.field(c).type for c in node.columns}
     if isinstance(node, rel.Select):
         sql, types = render(node.input, schemas)
-        where = f" WHERE {expr(node.where, types)}" if node.where is not None else ""
+        where = f" WHERE {_condition(node.where, types)}" if node.where is not None else ""
         items = ", ".join(f"{expr(e, types)} AS {q(name)}" for name, e in node.items)
         return f"SELECT {items} FROM ({sql}){where}", {name: _type(e, types, schemas) for name, e in node.items}
     if isinstance(node, rel.Join):
         (left, lt), (right, rt) = render(node.left, schemas), render(node.right, schemas)
         both = {**lt, **rt}
-        conditions = [f"l.{q(a)} = r.{q(b)}" for a, b in node.on]
+        equal = "IS NOT DISTINCT FROM" if node.null_safe else "="
+        conditions = [f"l.{q(a)} {equal} r.{q(b)}" for a, b in node.on]
         if node.residual is not None:
-            conditions.append(expr(node.residual, both))
+            conditions.append(_condition(node.residual, both))
         on = " AND ".join(conditions) or "TRUE"
         if node.kind in ("semi", "anti"):
             exists = f"{'NOT ' if node.kind == 'anti' else ''}EXISTS (SELECT 1 FROM ({right}) r WHERE {on})"
@@ -84,7 +164,7 @@ def render(node: rel.Rel, schemas: dict[str, pa.Schema]) -> tuple[str, dict[str,
         names = list(parts[0][1])
         select = ", ".join(q(n) for n in names)
         return " UNION ALL ".join(f"SELECT {select} FROM ({sql})" for sql, _ in parts), parts[0][1]
-    if isinstance(node, rel.GroupSum):
+    if isinstance(node, rel.Reduce):
         sql, types = render(node.input, schemas)
         # Keys grouped as Spark groups them, and output in normal form (DuckDB would keep the
         # first −0.0 or NaN it saw of a group).
@@ -92,10 +172,42 @@ def render(node: rel.Rel, schemas: dict[str, pa.Schema]) -> tuple[str, dict[str,
         rest = [q(c) for c in types if c not in node.keys]
         sql = f"SELECT {', '.join([*normal, *rest])} FROM ({sql})"
         keys = ", ".join(q(k) for k in node.keys)
-        sums = ", ".join(f"CAST(sum({expr(e, types)}) AS BIGINT) AS {q(name)}" for name, e in node.sums)
+        calls = ", ".join(f"{func}({expr(e, types)}) AS {q(name)}" for name, func, e in node.calls)
         grouped = f" GROUP BY {keys}" if keys else ""
-        out = {k: types[k] for k in node.keys} | {name: _BIGINT for name, _ in node.sums}
-        return f"SELECT {', '.join(x for x in (keys, sums) if x)} FROM ({sql}){grouped}", out
+        out = {k: types[k] for k in node.keys} | {name: _reduced(func, _type(e, types, schemas)) for name, func, e in node.calls}
+        return f"SELECT {', '.join(x for x in (keys, calls) if x)} FROM ({sql}){grouped}", out
+    if isinstance(node, rel.Repeat):
+        sql, types = render(node.input, schemas)
+        w = q(WEIGHT)
+        # As Spark's explode(array_repeat(…)) in render_spark.
+        signed = f"SELECT *, CAST(CASE WHEN {w} > 0 THEN 1 ELSE -1 END AS BIGINT) AS {q(node.sign)}, unnest(range(abs({w}))) AS __rep FROM ({sql})"
+        out = {c: t for c, t in types.items() if c != WEIGHT} | {node.sign: _BIGINT}
+        return f"SELECT * EXCLUDE (__rep, {w}) FROM ({signed})", out
+    if isinstance(node, rel.Ordered):
+        sql, types = render(node.input, schemas)
+        over = _over(node.partition, node.order)
+        frames = {
+            "running_sum": ("sum", "ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW"),
+            "max_after": ("max", "ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING"),
+        }
+        calls, out = [], dict(types)
+        for name, func, e in node.calls:
+            agg, frame = frames[func]
+            t = _type(e, types, schemas)  # a running sum keeps its argument's type, as Spark's of a BIGINT
+            calls.append(f"CAST({agg}({expr(e, types)}) OVER ({over} {frame}) AS {_duck_type(t)}) AS {q(name)}")
+            out[name] = t
+        return f"SELECT *, {', '.join(calls)} FROM ({sql})", out
+    if isinstance(node, rel.First):
+        sql, types = render(node.input, schemas)
+        if not node.partition:
+            return f"SELECT * FROM ({sql}) ORDER BY {_order(node.order)} LIMIT {int(node.n)}", types
+        ranked = f"SELECT *, row_number() OVER ({_over(node.partition, node.order)}) AS __n FROM ({sql})"
+        return f"SELECT * EXCLUDE (__n) FROM ({ranked}) WHERE __n <= {int(node.n)}", types
+    if isinstance(node, rel.Places):
+        sql, types = render(node.input, schemas)
+        first, last = expr(node.from_, types), expr(node.to, types)
+        places = f"CAST(unnest(range(({first}) + 1, ({last}) + 1)) AS INTEGER) AS {q(node.name)}"  # Spark's sequence of INTs
+        return f"SELECT *, {places} FROM ({sql}) WHERE {last} > {first}", types | {node.name: pa.int32()}
     if isinstance(node, rel.Window):
         sql, types = render(node.input, schemas)
         w = q(WEIGHT)
@@ -112,3 +224,33 @@ def render(node: rel.Rel, schemas: dict[str, pa.Schema]) -> tuple[str, dict[str,
     schema = pa.schema([(n, t) for n, t in types.items()])
     out = {c: types[c] for c in node.columns} | {WEIGHT: _BIGINT}
     return consolidate.duckdb_sql(node.columns, schema, f"({sql})"), out
+
+
+def _order(order: tuple[rel.SortKey, ...]) -> str:
+    return ", ".join(f"{q(c)} {'DESC' if desc else 'ASC'} NULLS {'FIRST' if first else 'LAST'}" for c, desc, first in order)
+
+
+def _over(partition: tuple[str, ...], order: tuple[rel.SortKey, ...]) -> str:
+    by = f"PARTITION BY {', '.join(q(k) for k in partition)} " if partition else ""
+    return f"{by}ORDER BY {_order(order)}"
+
+
+def _duck_type(t: pa.DataType) -> str:
+    """DuckDB's name of the integer Arrow types a running sum is of."""
+    names = {pa.int64(): "BIGINT", pa.int32(): "INTEGER", pa.int16(): "SMALLINT", pa.int8(): "TINYINT"}
+    if t not in names:
+        raise Untranslatable(f"a running sum of {t}")
+    return names[t]
+
+
+def _reduced(func: str, arg: pa.DataType) -> pa.DataType:
+    """The Arrow type of a :class:`~ivm_assets.rules.rel.Reduce` call, as far as the renderer
+    needs it (float normalisation, typed NULLs): a sum of integers is wider in DuckDB, which
+    a rule's cast then narrows."""
+    if func == "count":
+        return _BIGINT
+    if func == "sum" and pa.types.is_decimal(arg):
+        return pa.decimal128(38, arg.scale)
+    if func == "sum" and pa.types.is_integer(arg):
+        return _BIGINT
+    return arg

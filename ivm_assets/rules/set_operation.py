@@ -42,7 +42,7 @@ def rule(columns: tuple[str, ...], kind: Kind, all: bool, present: set[str]) -> 
         return Case(Call("=", (Col(SIDE), Lit(side))), Col(what), Lit(0))
 
     totals = tuple((f"{what}{side}", on_side(side, what)) for what in ("__o", "__d") for side in (0, 1))
-    per_row = rel.GroupSum(tagged, columns, totals)
+    per_row = rel.group_sum(tagged, columns, totals)
     l_old, r_old = Col("__o0"), Col("__o1")
     l_new, r_new = rel.add(l_old, Col("__d0")), rel.add(r_old, Col("__d1"))
     weight = sub(multiplicity(kind, all, l_new, r_new), multiplicity(kind, all, l_old, r_old))

@@ -93,6 +93,13 @@ def spark_schema(schema: pa.Schema) -> T.StructType:
     return from_arrow_schema(normalize_schema(schema))
 
 
+def spark_type_name(arrow_type: pa.DataType) -> str:
+    """The Spark type of an Arrow column, as Spark's ``simpleString`` names it (``decimal(12,2)``)."""
+    from pyspark.sql.pandas.types import from_arrow_type
+
+    return from_arrow_type(_normal_type(arrow_type)).simpleString()
+
+
 def arrow_schema(schema: T.StructType) -> pa.Schema:
     """The Arrow schema of a Spark schema, as :func:`to_arrow` would produce it (timestamps in
     UTC, the session time zone ivm sets)."""

@@ -10,8 +10,7 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from ivm_assets.local.epoch import _types
-from ivm_assets.local.expressions import Untranslatable, register, translate
+from ivm_assets.local.expressions import Untranslatable, arrow_type, register, translate
 from ivm_assets.spark.arrow import to_spark
 
 ROWS = pa.table(
@@ -26,6 +25,7 @@ ROWS = pa.table(
         "f": pa.array([1.5, None, -0.0, 2.0, float("nan"), 3.25], pa.float64()),
     }
 )
+TYPES = {f.name: arrow_type(f.type) for f in ROWS.schema}
 
 SAME = [
     "`d` * (1 - `e`)",
@@ -78,7 +78,7 @@ SAME = [
 
 @pytest.mark.parametrize("sql", SAME)
 def test_values_equal_spark(spark, sql):
-    translated, _ = translate(sql, _types(ROWS))
+    translated, _ = translate(sql, TYPES)
     con = duckdb.connect()
     register(con)
     con.register("t", ROWS)
@@ -114,7 +114,7 @@ def _plain(value):
 )
 def test_expressions_outside_the_rules_are_refused(sql, construct):
     with pytest.raises(Untranslatable, match=construct):
-        translate(sql, _types(ROWS))
+        translate(sql, TYPES)
 
 
 def test_decimal_products_spark_rounds_are_refused():
@@ -126,7 +126,7 @@ def test_decimal_products_spark_rounds_are_refused():
 
 
 def test_a_division_by_zero_fails_instead_of_guessing_sparks_answer():
-    translated, _ = translate("`d` / `e`", _types(ROWS))
+    translated, _ = translate("`d` / `e`", TYPES)
     con = duckdb.connect()
     register(con)
     con.register("t", ROWS)

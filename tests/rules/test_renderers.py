@@ -6,6 +6,7 @@ recompute oracle's business: tests/operators run every operator both ways agains
 from __future__ import annotations
 
 import random
+from decimal import Decimal
 
 import duckdb
 import pyarrow as pa
@@ -13,13 +14,16 @@ import pyarrow.compute as pc
 import pytest
 
 from ivm_assets.local.expressions import register
-from ivm_assets.rules import render_duckdb, render_spark
+from ivm_assets.rules import rel, render_duckdb, render_spark
 from ivm_assets.rules import residual_semi_join, semi_join, set_operation
+from ivm_assets.rules.aggregate import GLOBAL, TOUCHED, AggregateRule
 from ivm_assets.rules.join import JoinRule
 from ivm_assets.rules.set_operation import SIDE
-from ivm_assets.spark.arrow import to_arrow, to_spark
+from ivm_assets.rules.top_k import TopKRule
+from ivm_assets.spark.arrow import normalize_schema, to_arrow, to_spark
+from ivm_assets.sql.plan import AggCall
 from ivm_assets.state import consolidate
-from ivm_assets.zset import WEIGHT
+from ivm_assets.zset import BUCKET, WEIGHT
 
 KEYS = {"int": (pa.int64(), [1, 2, 3, 2**62]), "double": (pa.float64(), [0.0, -0.0, float("nan"), 1.5, float("-inf")])}
 WEIGHTS = [1, 1, 2, -1, -2, 3_000_000]
@@ -37,16 +41,21 @@ def _zset(rng: random.Random, prefix: str, key_type: str, rows: int, *, nulls: b
     return consolidate.in_arrow(table, (f"{prefix}k", f"{prefix}v")) if positive else table
 
 
-def _both(spark, node, tables: dict[str, pa.Table], schema: pa.Schema) -> tuple[pa.Table, pa.Table]:
+def _both(spark, node, tables: dict[str, pa.Table], schema: pa.Schema, *, typed: bool = False) -> tuple[pa.Table, pa.Table]:
+    """``node`` computed by both engines, as ``schema`` types it; ``typed``: each engine's
+    own types must be ``schema``'s already."""
     frames = {name: to_spark(spark, t) for name, t in tables.items()}
-    by_spark = to_arrow(render_spark.render(node, frames)).select(schema.names).cast(schema)
+    by_spark = to_arrow(render_spark.render(node, frames)).select(schema.names)
     con = duckdb.connect(config={"threads": 1})
     register(con)
     for name, t in tables.items():
         con.register(name, t)
     query, _ = render_duckdb.render(node, {name: t.schema for name, t in tables.items()})
-    by_duckdb = con.sql(query).to_arrow_table().select(schema.names).cast(schema)
-    return by_spark, by_duckdb
+    by_duckdb = con.sql(query).to_arrow_table().select(schema.names)
+    if typed:
+        for engine, found in (("Spark", by_spark), ("DuckDB", by_duckdb)):
+            assert normalize_schema(found.schema).types == schema.types, f"{engine}'s types: {found.schema}"
+    return by_spark.cast(schema), by_duckdb.cast(schema)
 
 
 def _sorted_bits(table: pa.Table) -> pa.Table:
@@ -55,8 +64,8 @@ def _sorted_bits(table: pa.Table) -> pa.Table:
     return bits.take(pc.sort_indices(bits, sort_keys=[(c, "ascending") for c in bits.column_names]))
 
 
-def _agree(spark, node, tables, schema) -> pa.Table:
-    by_spark, by_duckdb = _both(spark, node, tables, schema)
+def _agree(spark, node, tables, schema, *, typed: bool = False) -> pa.Table:
+    by_spark, by_duckdb = _both(spark, node, tables, schema, typed=typed)
     assert _sorted_bits(by_duckdb).equals(_sorted_bits(by_spark)), f"DuckDB:\n{by_duckdb}\nSpark:\n{by_spark}"
     return by_spark
 
@@ -162,3 +171,86 @@ def test_distinct(spark, seed):
     for present in ({"delta"}, {"delta", "old"}):
         tables = {"delta": delta} | ({"old": old} if "old" in present else {})
         _agree(spark, distinct.rule(("lk", "lv"), present), tables, _schema(tables, ("lk", "lv")))
+
+
+AGGS = (
+    AggCall("c", "count_star", None), AggCall("n", "count", "x"), AggCall("s", "sum", "x"), AggCall("a", "avg", "x"),
+    AggCall("sd", "sum", "d"), AggCall("ad", "avg", "d"), AggCall("mn", "min", "x"), AggCall("mx", "max", "d"),
+    AggCall("cd", "count_distinct", "x"),
+)
+ARG_TYPES = (None, "bigint", "bigint", "bigint", "decimal(20,4)", "decimal(20,4)", "bigint", "decimal(20,4)", "bigint")
+DECIMALS = [None, Decimal("0.0001"), Decimal("-12345678901234.5678"), Decimal("3.3333")]
+
+
+def _aggregate_input(rng: random.Random, key_type: str | None, rows: int, *, positive: bool = False) -> pa.Table:
+    t, keys = KEYS[key_type or "int"]
+    data = {
+        "k": pa.array([rng.choice([None, *keys]) for _ in range(rows)], t),
+        "x": pa.array([rng.choice([None, -1, 0, 5, 2**40]) for _ in range(rows)], pa.int64()),
+        "d": pa.array([rng.choice(DECIMALS) for _ in range(rows)], pa.decimal128(20, 4)),
+        WEIGHT: pa.array([rng.choice([1, 2] if positive else [1, 2, -1, -2, 5]) for _ in range(rows)], pa.int64()),
+    }
+    table = consolidate.in_arrow(pa.table(data), ("k", "x", "d"))
+    return table if key_type else table.drop_columns(["k"]).append_column(GLOBAL, pa.array([0] * table.num_rows, pa.int32()))
+
+
+@pytest.mark.parametrize(("key_type", "seed"), [("int", 1), ("double", 2), (None, 3)])
+def test_aggregate(spark, key_type, seed):
+    """The aggregate's three steps (partials, new groups, output change), each fed the
+    previous step's rows, agree between the engines, types included."""
+    rng = random.Random(seed)
+    rule = AggregateRule(("k",) if key_type else (), AGGS, ARG_TYPES, ansi=False)
+    arrow = {"bigint": pa.int64(), "decimal(38,0)": pa.decimal128(38, 0), "decimal(30,4)": pa.decimal128(30, 4)}
+    delta, before = _aggregate_input(rng, key_type, 30), _aggregate_input(rng, key_type, 40, positive=True)
+    key_fields = [delta.schema.field(k) for k in rule.group_keys]
+    partial_fields = key_fields + [pa.field(p, arrow[t]) for p, t in rule.partial_types.items()]
+    flags = [pa.field(f"__{c}{i}", pa.int64()) for i in rule.sums for c in "vd"]
+    delta_rel = rel.Input("delta", tuple(delta.column_names))
+    change = _agree(spark, rule.partials(delta_rel), {"delta": delta}, pa.schema(partial_fields + flags), typed=True)
+    old = _agree(spark, rule.partials(delta_rel), {"delta": before}, pa.schema(partial_fields + flags), typed=True).select([f.name for f in partial_fields])
+    combined = rule.combined(rel.Input("change", tuple(change.column_names)), rel.Input("old", tuple(old.column_names)), checked=True)
+    new = _agree(spark, combined, {"change": change, "old": old}, pa.schema(partial_fields + [pa.field(TOUCHED, pa.int64())]), typed=True)
+    value_fields = pa.schema(key_fields + [pa.field("v", pa.int64()), pa.field(WEIGHT, pa.int64())])
+    tables = {"old": old, "new": new.drop_columns([TOUCHED])}
+    for i, a in enumerate(AGGS):
+        if a.func in ("min", "max", "count_distinct"):
+            fields = value_fields if a.arg == "x" else pa.schema([*key_fields, pa.field("v", pa.decimal128(20, 4)), pa.field(WEIGHT, pa.int64())])
+            tables[f"dv{i}"] = _agree(spark, rule.values(delta_rel, i), {"delta": delta}, fields, typed=True)
+            tables[f"old_values{i}"] = _agree(spark, rule.values(delta_rel, i), {"delta": before}, fields, typed=True)
+    out_fields = [delta.schema.field("k")] if key_type else []
+    out_types = [pa.int64(), pa.int64(), pa.int64(), pa.float64(), pa.decimal128(30, 4), pa.decimal128(24, 8), pa.int64(), pa.decimal128(20, 4), pa.int64()]
+    out_fields += [pa.field(a.name, t) for a, t in zip(AGGS, out_types)]
+    done = _agree(spark, rule.output(set(tables)), tables, pa.schema(out_fields + [pa.field(WEIGHT, pa.int64())]), typed=True)
+    assert done.num_rows > 0
+
+
+@pytest.mark.parametrize(("partitioned", "seed"), [(False, 1), (True, 2), (True, 3)])
+def test_top_k(spark, partitioned, seed):
+    """Top-k's steps (advance the buffer, find the drained partitions, refill them, show the
+    places, the buffer's change) agree between the engines, types included."""
+    rng = random.Random(seed)
+    order = (("v", True, False), ("k", False, True))  # v DESC NULLS LAST, k ASC NULLS FIRST: total over (k, v)
+    rule = TopKRule(("k", "v"), order, 3, 1, ("k",) if partitioned else (), "place" if partitioned else None, 10)
+
+    def rows(n: int, *, positive: bool) -> pa.Table:
+        table = pa.table({
+            "k": pa.array([rng.choice([None, 1, 2, 3]) for _ in range(n)], pa.int64()),
+            "v": pa.array([rng.choice([None, -1, 0, 5, 7, 9]) for _ in range(n)], pa.int64()),
+            WEIGHT: pa.array([rng.choice([1, 2] if positive else [1, 2, -1, -2]) for _ in range(n)], pa.int64()),
+        })
+        return consolidate.in_arrow(table, ("k", "v"))
+
+    schema = pa.schema([("k", pa.int64()), ("v", pa.int64()), (WEIGHT, pa.int64())])
+    delta, old, everything = rows(12, positive=False), rows(8, positive=True), rows(30, positive=True)
+    tables = {"delta": delta, "old": old}
+    new = _agree(spark, rule.advanced(set(tables)), tables, schema, typed=True)
+    tables["new"] = new
+    if partitioned:
+        touched = pa.table({"k": pa.array([None, 1, 2, 3], pa.int64()), BUCKET: pa.array([0, 1, 2, 3], pa.int32())})
+        drained = _agree(spark, rule.drained(), {"new": new, "touched": touched}, touched.schema, typed=True)
+        tables["drained"] = drained
+    refilled = _agree(spark, rule.refilled(set(tables) | {"rows"}), tables | {"rows": everything}, schema, typed=True)
+    out_schema = pa.schema([("k", pa.int64()), ("v", pa.int64())] + ([("place", pa.int32())] if partitioned else []) + [(WEIGHT, pa.int64())])
+    done = _agree(spark, rule.output(set(tables)), tables | {"new": refilled}, out_schema, typed=True)
+    assert done.num_rows > 0
+    _agree(spark, rule.buffer_change(set(tables)), tables | {"new": refilled}, schema, typed=True)

@@ -1,0 +1,260 @@
+"""GROUP BY's rule on changes, written once for both engines (its derivation and its state
+are :mod:`ivm_assets.operators.aggregate`'s module doc): per touched group, retract the old
+output row and insert the new one.
+
+Three steps, because the engines read and store state between them:
+
+1. :meth:`AggregateRule.partials`: the change's partial aggregates per group (``delta``).
+2. :meth:`AggregateRule.combined`: old partials + the change's (``change``, ``old``), the
+   new group state, checked for sums that cannot be carried on exactly.
+3. :meth:`AggregateRule.output`: the output change, from the old and new group rows
+   (``old``, ``new``) and, per MIN / MAX / COUNT(DISTINCT) ``i``, its value table's rows for
+   the touched groups (``old_values<i>``) and its change (``dv<i>``, :meth:`AggregateRule.values`).
+
+Types are Spark's throughout (a sum's type follows :mod:`ivm_assets.decimal_rules`), cast
+explicitly where an engine's own differs (DuckDB sums integers as HUGEINT).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ivm_assets import decimal_rules
+from ivm_assets.errors import InexactAggregate
+from ivm_assets.rules import rel
+from ivm_assets.rules.rel import Call, Case, Cast, Col, Lit, and_, gt, keep, lt, present
+from ivm_assets.sql.plan import AggCall
+from ivm_assets.zset import WEIGHT
+
+GLOBAL = "__g"
+COUNT = "__cnt"
+TOUCHED = "__t"
+_SIGN = "__s"
+VALUE_AGGS = ("min", "max", "count_distinct")
+_INTEGRAL = ("tinyint", "smallint", "int", "bigint")
+_FLOATING = ("float", "double")
+_VALUE_FUNCTIONS = {"min": "min", "max": "max", "count_distinct": "count"}
+
+
+@dataclass(frozen=True)
+class AggregateRule:
+    """What the rule needs of the operator: its GROUP BY keys (none: a global aggregate,
+    grouped by the constant ``__g``), its aggregates, each argument's Spark type (simple
+    name; None for COUNT(*)) and whether ANSI mode is on."""
+
+    keys: tuple[str, ...]
+    aggs: tuple[AggCall, ...]
+    arg_types: tuple[str | None, ...]
+    ansi: bool
+
+    @property
+    def group_keys(self) -> tuple[str, ...]:
+        return self.keys or (GLOBAL,)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return self.keys + tuple(a.name for a in self.aggs)
+
+    @property
+    def sums(self) -> tuple[int, ...]:
+        """The aggregates that keep a running sum (SUM, AVG)."""
+        return tuple(i for i, a in enumerate(self.aggs) if a.func in ("sum", "avg"))
+
+    @property
+    def partial_types(self) -> dict[str, str]:
+        """The group state's columns after the keys (:meth:`partials`), with their types:
+        the row count, and per COUNT/SUM/AVG ``n<i>`` (non-NULL values) and per SUM/AVG ``s<i>``."""
+        types = {COUNT: "bigint"}
+        for i, a in enumerate(self.aggs):
+            if a.func in ("count", "sum", "avg"):
+                types[f"n{i}"] = "bigint"
+            if a.func in ("sum", "avg"):
+                types[f"s{i}"] = self.sum_type(i)
+        return types
+
+    def sum_type(self, i: int) -> str:
+        """The type of aggregate ``i``'s running sum: SUM's own (BIGINT over integers,
+        DECIMAL(p + 10, s), DOUBLE); for AVG over integers exact, DECIMAL(38, 0) (Spark's
+        AVG sums in DOUBLE, a BIGINT sum would wrap)."""
+        arg = self.arg_types[i] or ""
+        if arg in _INTEGRAL:
+            return "decimal(38,0)" if self.aggs[i].func == "avg" else "bigint"
+        if arg in (*_FLOATING, "string"):  # a string is summed as Spark casts it, to DOUBLE
+            return "double"
+        found = re.fullmatch(r"decimal\((\d+),(\d+)\)", arg)
+        if found is None:
+            return arg  # an interval: summed in its own type
+        return "decimal({},{})".format(*decimal_rules.sum_type(int(found.group(1)), int(found.group(2))))
+
+    def floating(self, i: int) -> bool:
+        return self.sum_type(i) == "double"
+
+    # --- step 1: the change's partials --------------------------------------------------------
+    def partials(self, delta: rel.Rel) -> rel.Rel:
+        """Per group of ``delta`` (a change set): Σ weights, and per COUNT/SUM/AVG the non-NULL
+        count and sum; per SUM/AVG also (not stored) ``__v<i>``, the rows with a value, and
+        ``__d<i>``, 1 when one of them leaves. Summed over rows repeated by their weight
+        (:class:`~ivm_assets.rules.rel.Repeat`), so each sum is of the argument's own type."""
+        signed = rel.Repeat(delta, _SIGN)
+        sign = Col(_SIGN)
+        # A global aggregate is grouped by an expression that is always 0 but not a literal:
+        # Spark would turn an aggregate grouped by a constant into a scalar subquery, a job.
+        group = tuple((k, Col(k)) for k in self.keys) or ((GLOBAL, Cast(rel.mul(sign, Lit(0)), "int")),)
+        args = tuple(dict.fromkeys(a.arg for a in self.aggs if a.arg and a.arg not in self.group_keys))
+        rows = rel.Select(signed, group + tuple((a, Col(a)) for a in args) + ((_SIGN, sign),))
+        calls: list[tuple[str, str, rel.Expr]] = [(COUNT, "sum", sign)]
+        for i, a in enumerate(self.aggs):
+            if a.func in ("count", "sum", "avg"):
+                calls.append((f"n{i}", "sum", Case(present(Col(a.arg)), sign, Lit(0))))
+            if a.func in ("sum", "avg"):
+                value: rel.Expr = Col(a.arg)
+                if self.sum_type(i) in ("decimal(38,0)", "double"):  # AVG's exact sum; a string's DOUBLE
+                    value = Cast(value, self.sum_type(i))
+                calls += [
+                    (f"s{i}", "sum", Case(gt(sign, Lit(0)), value, Call("neg", (value,)))),
+                    (f"__v{i}", "sum", Case(present(Col(a.arg)), Lit(1), Lit(0))),
+                    (f"__d{i}", "max", Case(and_(present(Col(a.arg)), lt(sign, Lit(0))), Lit(1), Lit(0))),
+                ]
+        reduced = rel.Reduce(rows, self.group_keys, tuple(calls))
+        flags = tuple((f"__{c}{i}", Cast(Col(f"__{c}{i}"), "bigint")) for i in self.sums for c in "vd")
+        typed = tuple((p, Cast(Col(p), t)) for p, t in self.partial_types.items())
+        return rel.Select(reduced, tuple((k, Col(k)) for k in self.group_keys) + typed + flags)
+
+    # --- step 2: the new group state ---------------------------------------------------------
+    def combined(self, change: rel.Rel, old: rel.Rel | None, *, checked: bool, view: str = "") -> rel.Rel:
+        """New partials = old + the change's per group (``change``: :meth:`partials`; ``old``:
+        the touched groups' stored rows), and ``__t``: 1 where the change touched the group.
+        Summed over the union of both, not joined: a join of a global aggregate's one-row
+        sides has no equality left and would cost Spark a broadcast job. A sum that is NULL
+        over values on either side (a DECIMAL sum past 38 digits) stays NULL, Spark's
+        answer. ``checked`` (incremental epochs): a touched group whose sums cannot be
+        carried on exactly fails the epoch with :class:`~ivm_assets.errors.InexactAggregate`'s
+        marker, and the view is recomputed."""
+        names = (*self.group_keys, *self.partial_types)
+        zero = Lit(0)
+
+        def lost(count: str, i: int) -> rel.Expr:
+            return Case(and_(gt(Col(count), zero), Call("is_null", (Col(f"s{i}"),))), Lit(1), zero)
+
+        def side(rows: rel.Rel, touched: int, flags: dict[str, rel.Expr]) -> rel.Rel:
+            items = tuple((c, Col(c)) for c in names)
+            flag_items = tuple((f"__{c}{i}", flags.get(f"__{c}{i}", zero)) for i in self.sums for c in "vdox")
+            return rel.Select(rows, items + flag_items + ((TOUCHED, Lit(touched)),))
+
+        mine = {f"__{c}{i}": Col(f"__{c}{i}") for i in self.sums for c in "vd"} | {f"__x{i}": lost(f"__v{i}", i) for i in self.sums}
+        parts = [side(change, 1, mine)]
+        if old is not None:
+            theirs = {f"__x{i}": lost(f"n{i}", i) for i in self.sums}
+            if checked:
+                theirs |= {f"__o{i}": Case(self._unknown(i), Lit(1), zero) for i in self.sums}
+            parts.append(side(old, 0, theirs))
+        both = parts[0] if len(parts) == 1 else rel.Union_(tuple(parts))
+        flags = tuple(f"__{c}{i}" for i in self.sums for c in "vdox") + (TOUCHED,)
+        calls = tuple((p, "sum", rel.coalesce(Col(p), zero)) for p in self.partial_types) + tuple((f, "max", Col(f)) for f in flags)
+        summed = rel.Reduce(both, self.group_keys, calls)
+        typed = {p: Cast(Col(p), t) for p, t in self.partial_types.items()}
+        for i in self.sums:
+            typed[f"s{i}"] = Cast(Case(Call("<=", (Col(f"__x{i}"), zero)), Col(f"s{i}")), self.sum_type(i))
+        if checked:  # on the row count: every use of the groups reads it
+            typed[COUNT] = self._checked(typed[COUNT], view)
+        return rel.Select(summed, tuple((k, Col(k)) for k in self.group_keys) + tuple(typed.items()) + ((TOUCHED, Col(TOUCHED)),))
+
+    def _unknown(self, i: int) -> rel.Expr:
+        """Whether a stored sum ``s<i>`` is not an exact running total: NULL over values (a
+        DECIMAL sum past 38 digits), or for DOUBLE NaN or ±Infinity."""
+        s = Col(f"s{i}")
+        unknown: rel.Expr = and_(gt(Col(f"n{i}"), Lit(0)), Call("is_null", (s,)))
+        if self.floating(i):
+            unknown = Call("or", (unknown, Call("or", (Call("is_nan", (s,)), Call("is_infinite", (s,))))))
+        return unknown
+
+    def _checked(self, count: rel.Expr, view: str) -> rel.Expr:
+        """``count``, unless a group's new sums would be wrong: the change's own DECIMAL sum
+        overflowed (NULL over values), or the old sum is unknown (:meth:`_unknown`) and the
+        change touches it (DECIMAL) or removes a value from it (DOUBLE: NaN and ±Infinity
+        stay as long as their rows do)."""
+        for i in self.sums:
+            floating = self.floating(i)
+            carried: rel.Expr = and_(gt(Col(f"__o{i}"), Lit(0)), Call("=", (Col(TOUCHED), Lit(1))))
+            if floating:
+                carried = and_(carried, gt(Col(f"__d{i}"), Lit(0)))
+            else:
+                overflow = and_(gt(Col(f"__v{i}"), Lit(0)), Call("is_null", (Col(f"s{i}"),)))
+                carried = Call("or", (overflow, carried))
+            agg = self.aggs[i]
+            message = f"{InexactAggregate.MARKER}: {agg.text or agg.func} {'double' if floating else 'decimal'};"
+            count = rel.Fail(carried, message, count)
+        return count
+
+    # --- step 3: the output change -----------------------------------------------------------
+    def values(self, delta: rel.Rel, i: int) -> rel.Rel:
+        """The change of aggregate ``i``'s value table (MIN / MAX / COUNT(DISTINCT)): its
+        non-NULL argument values per group, with weights, consolidated."""
+        arg = self.aggs[i].arg
+        rows = rel.Select(delta, tuple((k, Col(k)) for k in self.group_keys) + (("v", Col(arg)), (WEIGHT, Col(WEIGHT))), present(Col(arg)))
+        return rel.Consolidate(rows, (*self.group_keys, "v"))
+
+    def output(self, bound: set[str]) -> rel.Rel:
+        """Δout = −(old groups' rows) + (new groups' rows), consolidated, from the relations
+        named in ``bound`` (``new`` always; see the module doc)."""
+        value_columns = (*self.group_keys, "v", WEIGHT)
+        old_values, new_values = {}, {}
+        for i, a in enumerate(self.aggs):
+            if a.func not in VALUE_AGGS:
+                continue
+            before = rel.Input(f"old_values{i}", value_columns) if f"old_values{i}" in bound else None
+            change = rel.Input(f"dv{i}", value_columns) if f"dv{i}" in bound else None
+            after = before if change is None else change if before is None else rel.Consolidate(rel.Union_((before, change)), value_columns[:-1])
+            old_values[i], new_values[i] = before, after
+        groups = (*self.group_keys, *self.partial_types)
+        parts = [self._rows(rel.Input("new", groups), new_values, 1)]
+        if "old" in bound:
+            parts.insert(0, self._rows(rel.Input("old", groups), old_values, -1))
+        return rel.Consolidate(parts[0] if len(parts) == 1 else rel.Union_(tuple(parts)), self.columns)
+
+    def _rows(self, groups: rel.Rel, values: dict[int, rel.Rel | None], sign: int) -> rel.Rel:
+        """The output rows of ``groups``, of weight ``sign``: alive groups only when grouped
+        (a group exists while its row count is positive; a global aggregate's row always)."""
+        if self.keys:
+            groups = rel.Select(groups, tuple((c, Col(c)) for c in rel.columns(groups)), gt(Col(COUNT), Lit(0)))
+        found: dict[str, rel.Expr] = {}
+        for i, rows in values.items():
+            name = f"m{i}"
+            if rows is None:
+                found[name] = rel.Null()
+                continue
+            func = _VALUE_FUNCTIONS[self.aggs[i].func]
+            positive = rel.Select(rows, tuple((c, Col(c)) for c in (*self.group_keys, "v")), gt(Col(WEIGHT), Lit(0)))
+            value = rel.Reduce(positive, self.group_keys, ((name, func, Col("v")),))
+            renamed = rel.Select(value, tuple((f"__k_{k}", Col(k)) for k in self.group_keys) + ((name, Col(name)),))
+            on = tuple((k, f"__k_{k}") for k in self.group_keys)
+            groups = keep(rel.Join(groups, renamed, on, "left", null_safe=True), rel.columns(groups), **{name: Col(name)})
+            found[name] = Col(name)
+        items = tuple((k, Col(k)) for k in self.keys) + tuple((a.name, self._final(i, a, found)) for i, a in enumerate(self.aggs))
+        return rel.Select(groups, items + ((WEIGHT, Lit(sign)),))
+
+    def _final(self, i: int, agg: AggCall, found: dict[str, rel.Expr]) -> rel.Expr:
+        """The aggregate's value from the group's state columns."""
+        n, s = Col(f"n{i}"), Col(f"s{i}")
+        if agg.func == "count_star":
+            return Col(COUNT)
+        if agg.func == "count":
+            return n
+        if agg.func == "sum":
+            return Case(gt(n, Lit(0)), s)
+        if agg.func == "avg":
+            return Case(gt(n, Lit(0)), self._average(i, s, n))
+        if agg.func == "count_distinct":
+            return Cast(rel.coalesce(found[f"m{i}"], Lit(0)), "bigint")
+        return found[f"m{i}"]  # min, max
+
+    def _average(self, i: int, s: rel.Expr, n: rel.Expr) -> rel.Expr:
+        """AVG from the sum and count: over DECIMAL the exact quotient rounded once into
+        AVG's type, as Spark's AVG does (SQL's ``/`` would round twice); otherwise in double
+        precision (a sum of integers is exact, as DECIMAL(38, 0))."""
+        found = re.fullmatch(r"decimal\((\d+),(\d+)\)", self.arg_types[i] or "")
+        if found:
+            precision, scale = decimal_rules.average_type(int(found.group(1)), int(found.group(2)))
+            return rel.Average(s, n, precision, scale, self.ansi)
+        return Call("/", (Cast(s, "double"), Cast(n, "double")))
