@@ -9,11 +9,6 @@ import pyarrow.compute as pc
 from ivm_assets.local.expressions import Untranslatable, arrow_type, common_type
 
 
-def q(name: str) -> str:
-    """``name`` as a DuckDB identifier."""
-    return '"' + name.replace('"', '""') + '"'
-
-
 def cast_columns(table: pa.Table, schema: pa.Schema, names: list[str]) -> pa.Table:
     """``table``'s ``names`` typed as the state table's columns of those names (a value that
     does not fit is Spark's overflow: the epoch goes to Spark, which reports it)."""

@@ -48,6 +48,7 @@ from sqlglot.errors import ParseError
 
 from ivm_assets import decimal_rules
 from ivm_assets.decimal_rules import MAX_PRECISION, divide_type
+from ivm_assets.duckdb_names import q
 from ivm_assets.errors import IvmError
 from ivm_assets.sql.dialect import DIALECT
 
@@ -105,10 +106,6 @@ def arrow_type(t: pa.DataType) -> SqlType:
     if pa.types.is_float64(t):
         return _DOUBLE
     return SqlType(str(t))
-
-
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def _fit(precision: int, scale: int, what: str) -> tuple[int, int]:
@@ -233,7 +230,7 @@ class _Translator:
         t = self.columns[node.name]
         if t.family not in _FAMILIES:
             raise Untranslatable(f"an expression over a column of type {t.family} ({node.name})")
-        return _quote(node.name), t
+        return q(node.name), t
 
     def visit_Literal(self, node: exp.Literal) -> tuple[str, SqlType]:
         text = node.this
@@ -527,5 +524,5 @@ def translate(sql: str, columns: dict[str, SqlType]) -> tuple[str, SqlType]:
     """
     node = _parsed(sql)
     if isinstance(node, exp.Column) and not node.table and node.name in columns:
-        return _quote(node.name), columns[node.name]  # a value passed on as it is, whatever its type
+        return q(node.name), columns[node.name]  # a value passed on as it is, whatever its type
     return _Translator(columns)(node)

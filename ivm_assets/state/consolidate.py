@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from ivm_assets import duckdb_names
 from ivm_assets.sql.plan import q
 from ivm_assets.state import driver_rows
 from ivm_assets.zset import WEIGHT, normal_rows
@@ -71,16 +72,12 @@ def duckdb_sql(columns: tuple[str, ...] | list[str], schema: pa.Schema, relation
     FROM (SELECT "k", CASE WHEN isnan("x") THEN CAST('NaN' AS FLOAT) WHEN "x" = 0 THEN CAST(0 AS FLOAT) ELSE "x" END AS "x", "__w" FROM t)
     GROUP BY "k", "x" HAVING sum("__w") <> 0
     """
-    names = [_quoted(c) for c in columns]
+    names = [duckdb_names.q(c) for c in columns]
     normal = [normal_sql(name, schema.field(c).type) for c, name in zip(columns, names)]
-    w = _quoted(WEIGHT)
+    w = duckdb_names.q(WEIGHT)
     inner = f"SELECT {', '.join([*normal, w])} FROM {relation}"
     grouped = f" GROUP BY {', '.join(names)}" if names else ""
     return f"SELECT {', '.join([*names, f'CAST(sum({w}) AS BIGINT) AS {w}'])} FROM ({inner}){grouped} HAVING sum({w}) <> 0"
-
-
-def _quoted(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def normal_sql(name: str, t: pa.DataType) -> str:

@@ -1,0 +1,9 @@
+"""DuckDB identifiers, quoted once for both layers that write DuckDB SQL: the state layer's
+consolidation and the in-process epochs."""
+
+from __future__ import annotations
+
+
+def q(name: str) -> str:
+    """``name`` as a DuckDB identifier."""
+    return '"' + name.replace('"', '""') + '"'
