@@ -25,7 +25,7 @@ from ivm_assets.delta.row_groups import read_row_groups, select_row_groups
 from ivm_assets.delta.snapshot import arrow_schema, file_count, files_by_partition, snapshot_files
 from ivm_assets.delta.write import create_table, delete_rows, write, write_epoch
 from ivm_assets.engine.refresh import LOG_CLEANUP_EPOCHS
-from ivm_assets.sql.incrementalize import fingerprint, operators
+from ivm_assets.sql.incrementalize import fingerprint, identity, operators
 from ivm_assets.state.arrangement import FORMAT, StateLayout
 from ivm_assets.state.progress import Progress
 
@@ -87,6 +87,7 @@ def test_every_state_table_records_its_layout(builder):
     assert len(join_sides) == 2 and all(layout.hashes == ("bigint",) for layout in join_sides)
     record = _progress(project, "v").last_committed()
     assert record.payload["plan_fingerprint"] == fingerprint(_root(project, "v"), FORMAT)
+    assert record.payload["plan_identity"] == identity(_root(project, "v"), FORMAT)
     assert set(record.payload["state_layouts"]) == set(layouts)
 
 
@@ -155,17 +156,39 @@ def test_a_changed_plan_rebuilds_and_removes_stale_state(builder):
     progress = _progress(project, "v")
     state = progress.read()
     record = state.committed
-    assert record.payload["plan_fingerprint"]
+    assert record.payload["plan_identity"]
     stale = project.location("v").state_root + "/join_00000000_left"
     create_table(stale, pa.table({"x": [1]}))
-    # What an engine upgrade looks like to the next refresh: the recorded fingerprint differs.
-    progress.commit(state, committed=replace(record, payload={**record.payload, "plan_fingerprint": "0" * 16}))
+    # What an engine upgrade looks like to the next refresh: the recorded identity differs.
+    progress.commit(state, committed=replace(record, payload={**record.payload, "plan_identity": "0" * 16}))
     write(builder.uri("orders"), pa.table({"id": [41], "cust": [3], "amount": [5]}), mode="append")
     (result,) = project.refresh()
     assert result.mode == "full" and result.reason.startswith("operator plan changed")
     assert result.stats["stale_state_tables_removed"] == 1 and not is_delta_table(stale)
     # Claim, started record, two join sides, output, committed record, release: each one commit.
     assert result.stats["delta_commits"] >= 7
+    assert_oracle(project)
+
+
+def test_the_plan_is_compared_by_what_it_computes_not_how_explain_words_it(builder, monkeypatch):
+    """Rewording an operator's explain line rebuilds nothing; an epoch recorded before plan
+    identities existed (a fingerprint only, as the previous version wrote) is carried on
+    incrementally, and its next record has the identity."""
+    from ivm_assets.operators.join import JoinOp
+
+    project = _built(builder)
+    progress = _progress(project, "v")
+    state = progress.read()
+    older = {k: v for k, v in state.committed.payload.items() if k != "plan_identity"}
+    progress.commit(state, committed=replace(state.committed, payload=older))
+    write(builder.uri("orders"), pa.table({"id": [41], "cust": [3], "amount": [5]}), mode="append")
+    (result,) = project.refresh()
+    assert result.mode == "incremental", result.reason
+    assert progress.read().committed.payload["plan_identity"] == identity(_root(project, "v"), FORMAT)
+    monkeypatch.setattr(JoinOp, "describe", lambda self: "the same join, worded otherwise")
+    write(builder.uri("orders"), pa.table({"id": [42], "cust": [1], "amount": [7]}), mode="append")
+    (result,) = project.refresh()
+    assert result.mode == "incremental", result.reason
     assert_oracle(project)
 
 
@@ -178,8 +201,8 @@ def test_operator_ids_name_the_computation(spark):
     a = incrementalize(Plan(Filter(Scan("t", ("a",), ("x",)), "`x` > 1"), ("a",)))
     b = incrementalize(Plan(Filter(Scan("t", ("a",), ("x",)), "`x` > 1"), ("a",)))
     c = incrementalize(Plan(Filter(Scan("t", ("a",), ("x",)), "`x` > 2"), ("a",)))
-    assert a.id == b.id and fingerprint(a, FORMAT) == fingerprint(b, FORMAT)
-    assert a.id != c.id and fingerprint(a, FORMAT) != fingerprint(c, FORMAT)
+    assert a.id == b.id and fingerprint(a, FORMAT) == fingerprint(b, FORMAT) and identity(a, FORMAT) == identity(b, FORMAT)
+    assert a.id != c.id and fingerprint(a, FORMAT) != fingerprint(c, FORMAT) and identity(a, FORMAT) != identity(c, FORMAT)
     assert a.inputs[0].id == c.inputs[0].id  # the shared scan keeps its id
     assert json.loads(StateLayout(FORMAT, "zset", 4, ("k",), ("k", "v"), ("own",)).to_json())["buckets"] == 4
 

@@ -29,7 +29,7 @@ from ivm_assets.engine.cost import estimate
 from ivm_assets.engine.execute import execute
 from ivm_assets.errors import ExpressionError, RebuildNeeded, RefreshError
 from ivm_assets.spark.session import SEMANTIC_SETTINGS
-from ivm_assets.sql.incrementalize import fingerprint, operators
+from ivm_assets.sql.incrementalize import fingerprint, identity, operators
 from ivm_assets.state.arrangement import FORMAT
 from ivm_assets.state.claim import ClaimSettings, hold
 from ivm_assets.state.compaction import compact_from, compaction_due
@@ -264,7 +264,7 @@ def _plan_epoch(
     # Checking the change feeds reads each source's history: done once, used twice.
     problem = _source_problem(view, last, sources, relations) if last else None
     state_versions, state_layouts, state_problem = _state_tables(view, where, last, buckets)
-    plan = fingerprint(view.root, FORMAT) if view.root is not None else None
+    plan = {"plan_identity": identity(view.root, FORMAT), "plan_fingerprint": fingerprint(view.root, FORMAT)} if view.root is not None else {}
     reason = _full_reason(view, where, last, problem, why_full if full else None, plan) or state_problem
     cost = None
     if reason is None:
@@ -281,7 +281,8 @@ def _plan_epoch(
         "sources": sources,
         "state_versions": state_versions,
         "state_layouts": state_layouts,
-        "plan_fingerprint": plan,
+        "plan_fingerprint": plan.get("plan_fingerprint"),
+        "plan_identity": plan.get("plan_identity"),
         "output_version": latest_version(where.output) if is_delta_table(where.output) else None,
         "sql_hash": view.definition.sql_hash,
         "semantics": view.semantics,
@@ -293,7 +294,7 @@ def _plan_epoch(
 
 
 def _full_reason(
-    view: CompiledView, where: ViewLocation, last: dict | None, source_problem: str | None, full: str | None, plan: str | None
+    view: CompiledView, where: ViewLocation, last: dict | None, source_problem: str | None, full: str | None, plan: dict[str, str]
 ) -> str | None:
     if last is None or not is_delta_table(where.output):
         return "first build"
@@ -309,7 +310,9 @@ def _full_reason(
         return changed
     if source_problem:  # before the plan check: a source's own change names the column
         return source_problem
-    if plan is not None and last.get("plan_fingerprint") != plan:
+    # Compared by identity; an epoch recorded before identities were, by its fingerprint.
+    compared = "plan_identity" if last.get("plan_identity") else "plan_fingerprint"
+    if plan and last.get(compared) != plan[compared]:
         return "operator plan changed (new engine version or upstream schema): state rebuilt"
     return None
 

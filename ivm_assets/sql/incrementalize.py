@@ -4,8 +4,11 @@ One rule per plan node. An operator's id is its kind plus a hash of its whole su
 (``join_1f2e3d4c``), so it names the same computation on every refresh and nothing else: the
 state tables of ``join_1f2e3d4c`` live at ``_ivm/<view>/join_1f2e3d4c_left`` etc., and a
 changed subtree gets new ids instead of reading another computation's state. The
-:func:`fingerprint` of the whole dataflow, recorded with every epoch, tells a refresh that
-the plan changed (new SQL, an engine upgrade, an upstream schema) and a rebuild is due.
+:func:`identity` of the whole dataflow, recorded with every epoch, tells a refresh that the
+plan changed (new SQL, an engine upgrade, an upstream schema) and a rebuild is due. It is
+made of what each operator computes (its fields, rule version and state tables), not of how
+``describe`` words it; :func:`fingerprint`, the older hash of those words, is recorded
+beside it so that epochs recorded before identities existed are still recognised.
 
 Example:
     >>> from ivm_assets.sql.plan import Plan, Filter, Scan
@@ -16,10 +19,12 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 
 from ivm_assets.operators.aggregate import AggregateOp
 from ivm_assets.operators.base import Operator
+from ivm_assets.state.arrangement import StateTable
 from ivm_assets.operators.distinct import DistinctOp
 from ivm_assets.operators.join import JoinOp
 from ivm_assets.operators.linear import FilterOp, ProjectOp, ScanOp, UnionAllOp
@@ -94,6 +99,39 @@ def fingerprint(root: Operator, state_format: int) -> str:
         version = (op.version,) if op.version > 1 else ()
         parts.append(repr((op.id, op.describe(), op.columns, tables, *version)))
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def identity(root: Operator, state_format: int) -> str:
+    """A hash of what the dataflow computes: every operator's kind, fields (ids, columns,
+    keys, expressions, aggregates, orders; canonical, whatever ``describe`` says), rule
+    version and state tables, and the state format version."""
+    parts = [f"identity 1, state format {state_format}"]
+    for op in operators(root):
+        fields = sorted((name, _canonical(value)) for name, value in vars(op).items() if not _structural(value))
+        tables = [(t.table_name, t.layout_kind, t.keys, t.columns) for t in op.state_tables]
+        parts.append(repr((type(op).__name__, op.version, fields, tables)))
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def _structural(value) -> bool:
+    """Whether an operator's attribute is its place in the dataflow (inputs, state tables),
+    which :func:`identity` takes from the operators and tables themselves."""
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, (tuple, list)) else (value,)
+    return any(isinstance(v, (Operator, StateTable)) for v in items)
+
+
+def _canonical(value):
+    """``value`` as plain, ordered data: a dataclass (an aggregate call) as its kind and the
+    fields that make its identity."""
+    if dataclasses.is_dataclass(value):
+        return (type(value).__name__, *(_canonical(getattr(value, f.name)) for f in dataclasses.fields(value) if f.compare))
+    if isinstance(value, (tuple, list)):
+        return tuple(_canonical(v) for v in value)
+    if isinstance(value, dict):  # ordered by key, as a set is: repr order is the process's
+        return tuple(sorted((repr(k), _canonical(v)) for k, v in value.items()))
+    if isinstance(value, (set, frozenset)):
+        return tuple(sorted(repr(_canonical(v)) for v in value))
+    return value
 
 
 def operators(root: Operator):
