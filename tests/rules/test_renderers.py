@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 import pytest
 
 from ivm_assets.local.expressions import register
-from ivm_assets.rules import rel, render_duckdb, render_spark
+from ivm_assets.rules import linear, rel, render_duckdb, render_spark
 from ivm_assets.rules import residual_semi_join, semi_join, set_operation
 from ivm_assets.rules.aggregate import GLOBAL, TOUCHED, AggregateRule
 from ivm_assets.rules.join import JoinRule
@@ -254,3 +254,25 @@ def test_top_k(spark, partitioned, seed):
     done = _agree(spark, rule.output(set(tables)), tables | {"new": refilled}, out_schema, typed=True)
     assert done.num_rows > 0
     _agree(spark, rule.buffer_change(set(tables)), tables | {"new": refilled}, schema, typed=True)
+
+
+def test_linear_rules(spark):
+    """Scan (a column read twice), filter, project (a DECIMAL product typed as Spark types it,
+    a CASE, a comparison) and UNION ALL: equal rows and types from both engines."""
+    change = pa.table({
+        "a": pa.array([1, None, -7, 2**40], pa.int64()),
+        "d": pa.array([Decimal("1.25"), None, Decimal("-0.01"), Decimal("99999.99")], pa.decimal128(7, 2)),
+        "s": pa.array(["x", "y ", None, "é"], pa.string()),
+        WEIGHT: pa.array([1, -2, 3, -1], pa.int64()),
+    })
+    scanned = pa.schema([("a", pa.int64()), ("a2", pa.int64()), ("m", pa.decimal128(7, 2)), (WEIGHT, pa.int64())])
+    scan = _agree(spark, linear.scan(("a", "a", "d"), ("a", "a2", "m")), {"change": change}, scanned, typed=True)
+    kept = _agree(spark, linear.filter_(("a", "a2", "m"), "`a` > 0 OR `m` IS NULL"), {"change": scan}, scanned, typed=True)
+    assert kept.num_rows == 3
+    exprs = (("p", "`m` * 1.5"), ("c", "CASE WHEN `a` > 1 THEN `a` ELSE 0 END"), ("b", "`a2` >= `a`"))
+    projected = pa.schema([("p", pa.decimal128(10, 3)), ("c", pa.int64()), ("b", pa.bool_()), (WEIGHT, pa.int64())])
+    _agree(spark, linear.project(("a", "a2", "m"), exprs), {"change": scan}, projected, typed=True)
+    union = linear.union_all((("a", "a2", "m"), ("a", "a2", "m")), ("x", "y", "z"))
+    both = pa.schema([("x", pa.int64()), ("y", pa.int64()), ("z", pa.decimal128(7, 2)), (WEIGHT, pa.int64())])
+    done = _agree(spark, union, {"change0": scan, "change1": kept}, both, typed=True)
+    assert done.num_rows == scan.num_rows + kept.num_rows
