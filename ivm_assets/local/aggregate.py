@@ -7,7 +7,8 @@ from __future__ import annotations
 import pyarrow as pa
 
 from ivm_assets.local.columns import cast_columns
-from ivm_assets.local.expressions import VALUE_FAMILIES, Untranslatable, arrow_type
+from ivm_assets.local.sql_types import VALUE_FAMILIES, arrow_type
+from ivm_assets.local.untranslatable import Untranslatable
 from ivm_assets.operators.aggregate import AggregateOp
 from ivm_assets.operators.base import Batch
 from ivm_assets.rules import rel
@@ -35,9 +36,15 @@ class AggregateVisits:
         keys, names = op.group_keys, [*op.group_keys, *op.partials]
         state_types = self._state_schema(op.groups)
         delta_rel = rel.Input("delta", tuple(delta.column_names))
-        change = self._computed(rule.partials(delta_rel), {"delta": delta})
+        partials = self._computed(rule.partials(delta_rel), {"delta": delta})
+        # Keys and partials typed as stored (a key DuckDB widened would not match the state's
+        # on the driver); the flags after them as computed.
+        flags = [n for n in partials.column_names if n not in names]
+        change = cast_columns(partials, state_types, names)
+        for name in flags:
+            change = change.append_column(partials.schema.field(name), partials.column(name))
         if change.num_rows == 0:
-            return self._computed(rel.empty(rule.output({"new"})), {"new": cast_columns(change, state_types, names)})
+            return self._computed(rel.empty(rule.output({"new"})), {"new": change})
         hashes = self._hashes(op.groups)
         touched = Batch.of_table(self.ctx.spark, change.select(list(keys)).append_column(BUCKET, self._buckets(change, keys, hashes)))
         tables = {"change": change}

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ivm_assets.local.expressions import Untranslatable, arrow_type, common_type
+from ivm_assets.local.sql_types import arrow_type, common_type
+from ivm_assets.local.untranslatable import Untranslatable
 
 
 def cast_columns(table: pa.Table, schema: pa.Schema, names: list[str]) -> pa.Table:

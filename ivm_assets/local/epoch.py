@@ -35,10 +35,11 @@ from ivm_assets.errors import InexactAggregate
 from ivm_assets.local.aggregate import AggregateVisits
 from ivm_assets.duckdb_names import q
 from ivm_assets.local.columns import check_key_types, split_null_keys
-from ivm_assets.local.expressions import Untranslatable, register
+from ivm_assets.local.division import register
 from ivm_assets.local.rule_visits import RuleVisits
 from ivm_assets.local.spark_hash import as_double, buckets as spark_buckets
 from ivm_assets.local.top_k import TopKVisits
+from ivm_assets.local.untranslatable import Untranslatable
 from ivm_assets.operators.base import Batch, EpochContext, Operator
 from ivm_assets.operators.join import JoinOp
 from ivm_assets.operators.linear import FilterOp, ProjectOp, ScanOp, UnionAllOp

@@ -21,7 +21,7 @@ construct, which keeps that view's epochs in Spark. The rules:
   Spark reads them), CASE and COALESCE; the operands of one
   comparison must be of one family (numbers, text, dates, …): Spark's implicit casts
   between families ('1.0' = 1) are not mirrored;
-- ``/``: integers in double precision as Spark does; DECIMALs by :func:`spark_divide`, a
+- ``/``: integers in double precision as Spark does; DECIMALs by :func:`~ivm_assets.local.division.spark_divide`, a
   Python function registered in DuckDB that rounds as Spark does (DuckDB itself divides
   DECIMALs in floating point). A division by zero fails here, and Spark decides;
 - ``CAST(x AS DATE)`` of a TIMESTAMP (its date in the session zone, the connection's) or
@@ -37,152 +37,18 @@ from __future__ import annotations
 
 import calendar
 import datetime as dt
-import decimal
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 
-import pyarrow as pa
 from sqlglot import exp, parse_one
 from sqlglot.errors import ParseError
 
-from ivm_assets import decimal_rules
 from ivm_assets.decimal_rules import MAX_PRECISION, divide_type
 from ivm_assets.duckdb_names import q
-from ivm_assets.errors import IvmError
+from ivm_assets.local.division import decimal_divide, nonzero
+from ivm_assets.local.sql_types import BOOL, DOUBLE, FAMILIES, INT_NAMES, NULL, VALUE_FAMILIES, SqlType, common_type, fit_decimal
+from ivm_assets.local.untranslatable import Untranslatable
 from ivm_assets.sql.dialect import DIALECT
-
-
-class Untranslatable(IvmError):
-    """An expression (or plan) whose in-process result could differ from Spark's: the
-    epoch runs in Spark."""
-
-
-@dataclass(frozen=True)
-class SqlType:
-    """A value's type as far as the rules need it: family, and DECIMAL precision/scale (an
-    integer of n digits counts as DECIMAL(n, 0), as Spark widens it)."""
-
-    family: str  # number | string | date | timestamp | boolean | null
-    precision: int = 0
-    scale: int = 0
-    integer: bool = False
-    # An integer literal's own digits: Spark gives it DECIMAL(digits, 0) beside a DECIMAL
-    # (spark.sql.legacy.literal.pickMinimumPrecision, on by default), a column its type's.
-    literal_digits: int = 0
-
-    def as_decimal(self) -> tuple[int, int]:
-        """(precision, scale) of this number as Spark's DECIMAL arithmetic sees it."""
-        return (self.literal_digits or self.precision, self.scale)
-
-
-# Families of values the rules handle (ordered and compared alike in both engines).
-VALUE_FAMILIES = ("number", "string", "date", "timestamp", "boolean")
-# DOUBLE values enter expressions (comparisons, + − ×), not keys, orders or MIN/MAX: there
-# −0.0 and NaN would need Spark's normalisation, which the operators' rules do not mirror.
-_FAMILIES = (*VALUE_FAMILIES, "double", "null")
-_DOUBLE = SqlType("double")
-_NULL = SqlType("null")
-_BOOL = SqlType("boolean")
-_INT_DIGITS = {8: 3, 16: 5, 32: 10, 64: 20}
-_INT_NAMES = {3: "TINYINT", 5: "SMALLINT", 10: "INTEGER", 20: "BIGINT"}
-
-
-def arrow_type(t: pa.DataType) -> SqlType:
-    """The :class:`SqlType` of a column of Arrow type ``t``; a type outside the rules is a
-    family of its own (its name), which only a bare column reference may pass on."""
-    if pa.types.is_integer(t):
-        return SqlType("number", _INT_DIGITS[t.bit_width], 0, integer=True)
-    if pa.types.is_decimal(t):
-        return SqlType("number", t.precision, t.scale)
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
-        return SqlType("string")
-    if pa.types.is_date32(t):
-        return SqlType("date")
-    if pa.types.is_timestamp(t):
-        return SqlType("timestamp")
-    if pa.types.is_boolean(t):
-        return _BOOL
-    if pa.types.is_float64(t):
-        return _DOUBLE
-    return SqlType(str(t))
-
-
-def _fit(precision: int, scale: int, what: str) -> tuple[int, int]:
-    """Spark's DECIMAL result type for an exact (precision, scale); refused when Spark would
-    round (its scale reduced below the exact one to fit 38 digits)."""
-    if precision <= MAX_PRECISION:
-        return precision, scale
-    int_digits = precision - scale
-    adjusted = max(MAX_PRECISION - int_digits, min(scale, 6))
-    if adjusted < scale:
-        raise Untranslatable(f"{what}: Spark rounds its DECIMAL result to scale {adjusted} (exact: {scale})")
-    return MAX_PRECISION, scale
-
-
-def _nonzero(sql: str) -> str:
-    return f"(CASE WHEN {sql} = 0 THEN error('division by zero') ELSE {sql} END)"
-
-
-def decimal_divide(left: str, right: str, precision: int, scale: int) -> str:
-    """DuckDB SQL dividing two DECIMAL values as Spark does (see :func:`spark_divide`)."""
-    call = f"{SPARK_DIVIDE}(CAST({left} AS VARCHAR), CAST({_nonzero(right)} AS VARCHAR), {precision}, {scale})"
-    return f"CAST({call} AS DECIMAL({precision}, {scale}))"
-
-
-SPARK_DIVIDE = "ivm_spark_divide"
-
-
-def spark_divide(left: pa.Array, right: pa.Array, precision: pa.Array, scale: pa.Array) -> pa.Array:
-    """:func:`ivm_assets.decimal_rules.divide` over DuckDB's text form of the operands; a
-    quotient too wide for the result type fails (Spark's overflow: the epoch goes to Spark,
-    which reports it as Spark does)."""
-    out = []
-    for a, b, p, s in zip(left.to_pylist(), right.to_pylist(), precision.to_pylist(), scale.to_pylist()):
-        if a is None or b is None:
-            out.append(None)
-            continue
-        q = decimal_rules.divide(decimal.Decimal(a), decimal.Decimal(b), p, s)
-        if q is None:
-            raise ArithmeticError(f"{a} / {b} does not fit DECIMAL({p}, {s})")
-        out.append(str(q))
-    return pa.array(out, pa.string())
-
-
-def register(con) -> None:
-    """Make :func:`spark_divide` callable from ``con``'s SQL."""
-    con.create_function(SPARK_DIVIDE, spark_divide, ["VARCHAR", "VARCHAR", "INTEGER", "INTEGER"], "VARCHAR", type="arrow")
-
-
-def common_type(types: list[SqlType], what: str) -> SqlType:
-    """The type values of ``types`` share (CASE branches, IN lists, comparisons)."""
-    known = [t for t in types if t.family != "null"]
-    if not known:
-        return _NULL
-    families = {t.family for t in known}
-    if families == {"number", "double"}:
-        for t in known:
-            _widens_exactly(t, what)
-        return _DOUBLE  # Spark widens integers and DECIMALs to DOUBLE beside a DOUBLE
-    if len(families) > 1:
-        raise Untranslatable(f"{what} compares or mixes {' and '.join(sorted(families))} (Spark casts implicitly)")
-    if known[0].family != "number":
-        return known[0]
-    scale = max(t.scale for t in known)
-    digits = max(t.precision - t.scale for t in known)
-    return SqlType("number", min(digits + scale, MAX_PRECISION), scale, integer=all(t.integer for t in known))
-
-
-def _widens_exactly(t: SqlType, what: str) -> None:
-    """Refuse a DECIMAL that DuckDB might convert to DOUBLE differently from Spark.
-
-    Spark converts a DECIMAL to the nearest DOUBLE (``BigDecimal.doubleValue``). DuckDB
-    converts the unscaled integer, then divides by 10^scale: one correctly rounded division
-    of two exact values while the unscaled value has at most 15 digits (below 2^53), but two
-    roundings beyond. Integers convert alike in both (to the nearest DOUBLE).
-    """
-    if t.family == "number" and not t.integer and t.as_decimal()[0] > 15:
-        raise Untranslatable(f"{what}: a DECIMAL of {t.as_decimal()[0]} digits widened to DOUBLE (rounded differently)")
 
 
 def _add_interval(day: dt.date, amount: int, unit: str) -> dt.date:
@@ -228,7 +94,7 @@ class _Translator:
         if node.table or node.name not in self.columns:
             raise Untranslatable(f"column {node.sql('spark')} is not an input column")
         t = self.columns[node.name]
-        if t.family not in _FAMILIES:
+        if t.family not in FAMILIES:
             raise Untranslatable(f"an expression over a column of type {t.family} ({node.name})")
         return q(node.name), t
 
@@ -250,10 +116,10 @@ class _Translator:
         raise Untranslatable(f"the number literal {text}")
 
     def visit_Boolean(self, node: exp.Boolean) -> tuple[str, SqlType]:
-        return ("TRUE" if node.this else "FALSE"), _BOOL
+        return ("TRUE" if node.this else "FALSE"), BOOL
 
     def visit_Null(self, node: exp.Null) -> tuple[str, SqlType]:
-        return "NULL", _NULL
+        return "NULL", NULL
 
     def _date_literal(self, node: exp.Expression) -> dt.date | None:
         if isinstance(node, exp.Paren):
@@ -292,24 +158,24 @@ class _Translator:
             return f"DATE '{day.isoformat()}'", SqlType("date")
         what = node.sql("spark")
         (left, lt), (right, rt) = (self._operand(side, ("number", "double"), f"{op} in {what}") for side in (node.this, node.expression))
-        if _NULL in (lt, rt):
-            return "NULL", _NULL
-        if _DOUBLE in (lt, rt):
+        if NULL in (lt, rt):
+            return "NULL", NULL
+        if DOUBLE in (lt, rt):
             # IEEE arithmetic in both engines, bit for bit; no overflow error in either
             # (Spark's ANSI mode leaves DOUBLE alone): the other operand widened first.
             common_type([lt, rt], what)
-            return f"(CAST({left} AS DOUBLE) {op} CAST({right} AS DOUBLE))", _DOUBLE
+            return f"(CAST({left} AS DOUBLE) {op} CAST({right} AS DOUBLE))", DOUBLE
         if lt.integer and rt.integer:
             # Spark keeps the wider operand's type (an overflow fails under ANSI mode); the
             # cast makes DuckDB fail too instead of widening, and the epoch goes to Spark.
             digits = max(lt.precision, rt.precision)
-            return f"CAST(({left} {op} {right}) AS {_INT_NAMES[digits]})", SqlType("number", digits, 0, integer=True)
+            return f"CAST(({left} {op} {right}) AS {INT_NAMES[digits]})", SqlType("number", digits, 0, integer=True)
         (p1, s1), (p2, s2) = lt.as_decimal(), rt.as_decimal()
         if op == "*":
-            precision, scale = _fit(p1 + p2 + 1, s1 + s2, what)
+            precision, scale = fit_decimal(p1 + p2 + 1, s1 + s2, what)
         else:
             scale = max(s1, s2)
-            precision, scale = _fit(max(p1 - s1, p2 - s2) + scale + 1, scale, what)
+            precision, scale = fit_decimal(max(p1 - s1, p2 - s2) + scale + 1, scale, what)
         # Operands widened to 38 digits at their own scale: DuckDB computes the exact value
         # (or fails on overflow), never a narrower intermediate that overflows first.
         return (
@@ -320,12 +186,12 @@ class _Translator:
     def visit_Div(self, node: exp.Div) -> tuple[str, SqlType]:
         what = f"/ in {node.sql('spark')}"
         (left, lt), (right, rt) = (self._operand(side, "number", what) for side in (node.this, node.expression))
-        if _NULL in (lt, rt):
-            return "NULL", _NULL
+        if NULL in (lt, rt):
+            return "NULL", NULL
         if lt.integer and rt.integer:
             # Spark divides integers as DOUBLE; by zero it fails (ANSI) or gives NULL: DuckDB
             # fails here too, and Spark's epoch decides.
-            return f"(CAST({left} AS DOUBLE) / CAST({_nonzero(right)} AS DOUBLE))", SqlType("double")
+            return f"(CAST({left} AS DOUBLE) / CAST({nonzero(right)} AS DOUBLE))", SqlType("double")
         precision, scale = divide_type(lt.as_decimal(), rt.as_decimal())
         return decimal_divide(left, right, precision, scale), SqlType("number", precision, scale)
 
@@ -344,17 +210,17 @@ class _Translator:
 
     def _compare(self, node: exp.Binary) -> tuple[str, SqlType]:
         (left, lt), (right, rt) = self(node.this), self(node.expression)
-        if common_type([lt, rt], node.sql("spark")) == _DOUBLE:
+        if common_type([lt, rt], node.sql("spark")) == DOUBLE:
             # Compared as DOUBLEs, as Spark widens them: NaN equals NaN and is above every
             # other value, −0.0 equals 0.0, in both engines.
             left, right = f"CAST({left} AS DOUBLE)", f"CAST({right} AS DOUBLE)"
-        return f"({left} {_COMPARISONS[type(node)]} {right})", _BOOL
+        return f"({left} {_COMPARISONS[type(node)]} {right})", BOOL
 
     visit_EQ = visit_NEQ = visit_LT = visit_LTE = visit_GT = visit_GTE = visit_NullSafeEQ = _compare
 
     def _logic(self, node: exp.Expression, op: str) -> tuple[str, SqlType]:
         (left, _), (right, _) = (self._operand(side, "boolean", op) for side in (node.this, node.expression))
-        return f"({left} {op} {right})", _BOOL
+        return f"({left} {op} {right})", BOOL
 
     def visit_And(self, node: exp.And) -> tuple[str, SqlType]:
         return self._logic(node, "AND")
@@ -364,19 +230,19 @@ class _Translator:
 
     def visit_Not(self, node: exp.Not) -> tuple[str, SqlType]:
         sql, _ = self._operand(node.this, "boolean", "NOT")
-        return f"(NOT {sql})", _BOOL
+        return f"(NOT {sql})", BOOL
 
     def visit_Is(self, node: exp.Is) -> tuple[str, SqlType]:
         if not isinstance(node.expression, exp.Null):
             raise Untranslatable(f"IS {node.expression.sql('spark')}")
         sql, _ = self(node.this)
-        return f"({sql} IS NULL)", _BOOL
+        return f"({sql} IS NULL)", BOOL
 
     def visit_Between(self, node: exp.Between) -> tuple[str, SqlType]:
         (x, xt), (low, lt), (high, ht) = self(node.this), self(node.args["low"]), self(node.args["high"])
         common_type([xt, lt], node.sql("spark"))
         common_type([xt, ht], node.sql("spark"))
-        return f"({x} BETWEEN {low} AND {high})", _BOOL
+        return f"({x} BETWEEN {low} AND {high})", BOOL
 
     def visit_In(self, node: exp.In) -> tuple[str, SqlType]:
         if node.args.get("query") or node.args.get("unnest") or node.args.get("field"):
@@ -384,7 +250,7 @@ class _Translator:
         x, xt = self(node.this)
         items = [self(e) for e in node.expressions]
         common_type([xt, *(t for _, t in items)], node.sql("spark"))
-        return f"({x} IN ({', '.join(s for s, _ in items)}))", _BOOL
+        return f"({x} IN ({', '.join(s for s, _ in items)}))", BOOL
 
     def visit_Like(self, node: exp.Like, escape: str = "\\") -> tuple[str, SqlType]:
         """LIKE with a literal pattern (sqlglot has read the literal's string escapes as Spark
@@ -395,7 +261,7 @@ class _Translator:
             raise Untranslatable("LIKE with a pattern that is not a plain literal")
         x, _ = self._operand(node.this, "string", "LIKE")
         like = f"({x} LIKE '{_like_pattern(pattern.this, escape)}' ESCAPE '\\')"
-        return (f"(NOT {like})" if node.args.get("negate") else like), _BOOL
+        return (f"(NOT {like})" if node.args.get("negate") else like), BOOL
 
     def visit_Escape(self, node: exp.Escape) -> tuple[str, SqlType]:
         """``LIKE p ESCAPE 'c'`` with one literal escape character."""

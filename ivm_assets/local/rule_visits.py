@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ivm_assets.local.columns import cast_columns, check_key_types, split_null_keys
-from ivm_assets.local.expressions import Untranslatable
+from ivm_assets.local.untranslatable import Untranslatable
 from ivm_assets.operators.distinct import DistinctOp
 from ivm_assets.operators.keys import KeyedPair
 from ivm_assets.operators.outer_join import OuterJoinOp

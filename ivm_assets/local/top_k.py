@@ -8,7 +8,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ivm_assets.local.columns import cast_columns
-from ivm_assets.local.expressions import VALUE_FAMILIES, Untranslatable, arrow_type
+from ivm_assets.local.sql_types import VALUE_FAMILIES, arrow_type
+from ivm_assets.local.untranslatable import Untranslatable
 from ivm_assets.operators.top_k import TopKOp
 from ivm_assets.rules import rel
 from ivm_assets.zset import BUCKET, WEIGHT

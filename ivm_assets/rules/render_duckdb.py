@@ -12,7 +12,10 @@ import re
 import pyarrow as pa
 
 from ivm_assets.duckdb_names import q
-from ivm_assets.local.expressions import SqlType, Untranslatable, arrow_type, decimal_divide, translate
+from ivm_assets.local.division import decimal_divide
+from ivm_assets.local.expressions import translate
+from ivm_assets.local.sql_types import SqlType, arrow_type
+from ivm_assets.local.untranslatable import Untranslatable
 from ivm_assets.rules import rel
 from ivm_assets.state import consolidate
 from ivm_assets.zset import WEIGHT

@@ -10,7 +10,10 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from ivm_assets.local.expressions import Untranslatable, arrow_type, register, translate
+from ivm_assets.local.division import register
+from ivm_assets.local.expressions import translate
+from ivm_assets.local.sql_types import arrow_type
+from ivm_assets.local.untranslatable import Untranslatable
 from ivm_assets.spark.arrow import to_spark
 
 ROWS = pa.table(
@@ -118,7 +121,7 @@ def test_expressions_outside_the_rules_are_refused(sql, construct):
 
 
 def test_decimal_products_spark_rounds_are_refused():
-    from ivm_assets.local.expressions import SqlType
+    from ivm_assets.local.sql_types import SqlType
 
     wide = {"x": SqlType("number", 38, 10), "y": SqlType("number", 38, 10)}
     with pytest.raises(Untranslatable, match="Spark rounds"):
@@ -136,7 +139,6 @@ def test_a_division_by_zero_fails_instead_of_guessing_sparks_answer():
 
 def test_a_wide_decimal_beside_a_double_is_refused():
     """DuckDB converts DECIMAL(38, 10) to DOUBLE in two roundings where Spark rounds once."""
-    from ivm_assets.local.expressions import arrow_type
 
     types = {"f": arrow_type(pa.float64()), "w": arrow_type(pa.decimal128(38, 10)), "n": arrow_type(pa.decimal128(15, 2))}
     translate("`f` < `n`", types)
