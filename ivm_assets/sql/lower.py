@@ -10,12 +10,12 @@ tables with NULLs (see
 :func:`placement`), equalities between the two sides of a join become its keys, the rest a
 residual predicate. An outer join keeps its own ON conditions. ``[NOT] EXISTS`` and
 ``[NOT] IN (subquery)`` conditions of WHERE become semi and anti joins with the subquery's
-distinct keys, applied after the other WHERE conditions (see :meth:`_Lowering.subquery_test`).
+distinct keys, applied after the other WHERE conditions (see :func:`~ivm_assets.sql.lower_subqueries.subquery_join`).
 Window functions of a SELECT list become Window nodes under its projection (one per
 PARTITION BY); ``ORDER BY … LIMIT`` a TopK over it, with the ties ordered first.
 A scalar subquery (in WHERE, SELECT or HAVING) becomes an aggregate joined to the rows it
 is evaluated for: without keys when uncorrelated, on its correlation otherwise (see
-:meth:`_Lowering.scalar_values`).
+:func:`~ivm_assets.sql.lower_subqueries.scalar_values`).
 
 Example:
     >>> import sqlglot
@@ -46,7 +46,9 @@ from ivm_assets.sql.plan import (
     AggCall, Aggregate, Distinct, Except, Filter, Intersect, Join, Node, OuterJoin, Plan, Project, Scan, SemiJoin,
     SortKey, TopK, UnionAll, Window, q,
 )
-from ivm_assets.sql.subqueries import decorrelate, null_rejected, scalar_subqueries, split_correlation, subquery_test
+from ivm_assets.sql.lower_subqueries import scalar_values, subquery_join
+from ivm_assets.sql.render import render
+from ivm_assets.sql.subqueries import scalar_subqueries, subquery_test
 
 
 @dataclass(frozen=True)
@@ -57,7 +59,7 @@ class _Rel:
     names: tuple[str, ...]
 
 
-class _Lowering:
+class Lowering:
     def __init__(self, relations: Mapping[str, tuple[str, ...]]) -> None:
         # Spark resolves names case-insensitively (and sqlglot's qualify lower-cases them),
         # so every lookup here goes through lower case; scans keep the declared spelling.
@@ -135,10 +137,10 @@ class _Lowering:
         joined += implied_filters(joined, {i.alias for i in items})
         node = self.join_tree(items, joined, scope, ctes)
         if with_scalars:
-            node, conds = self.scalar_values(node, with_scalars, scope, ctes, filtering=True)
-            node = Filter(node, _render(and_(conds), scope))
+            node, conds = scalar_values(self, node, with_scalars, scope, ctes, filtering=True)
+            node = Filter(node, render(and_(conds), scope))
         for kind, query, value in tests:
-            node = self.subquery_test(node, kind, query, value, scope, ctes)
+            node = subquery_join(self, node, kind, query, value, scope, ctes)
         hidden: tuple[tuple[str, str], ...] = ()
         if has_aggregate:
             node, outputs = self.aggregate(select, node, scope, ctes)
@@ -146,13 +148,13 @@ class _Lowering:
             # QUALIFY (its aliases already expanded by qualify) filters after the windows.
             qualify = [select.args["qualify"].this] if select.args.get("qualify") else []
             # Scalar subqueries first: a window may then take their values as arguments.
-            node, values = self.scalar_values(node, [p.unalias() for p in projections] + qualify, scope, ctes, filtering=False)
+            node, values = scalar_values(self, node, [p.unalias() for p in projections] + qualify, scope, ctes, filtering=False)
             if any(v.find(exp.Window) for v in values):
                 node, values = self.windows(node, values, scope)
             values, qualify = values[: len(projections)], values[len(projections) :]
             if qualify:
-                node = Filter(node, _render(qualify[0], scope))
-            exprs = tuple((self.fresh(p.alias_or_name), _render(v, scope)) for p, v in zip(projections, values))
+                node = Filter(node, render(qualify[0], scope))
+            exprs = tuple((self.fresh(p.alias_or_name), render(v, scope)) for p, v in zip(projections, values))
             if select.args.get("limit"):
                 hidden = self.hidden_sort_keys(select, scope)
             node = Project(node, exprs + hidden)
@@ -170,7 +172,7 @@ class _Lowering:
         """Sort keys of a SELECT's ORDER BY that are not among its outputs, as extra columns."""
         outputs = tuple(p.alias_or_name for p in select.expressions)
         return tuple(
-            (self.fresh("sort"), _render(o.this, scope))
+            (self.fresh("sort"), render(o.this, scope))
             for o in select.args["order"].expressions
             if _output_position(o.this, select, outputs) is None
         )
@@ -215,11 +217,11 @@ class _Lowering:
                     keys.append(scope[(e.table.lower(), e.name.lower())])
                 else:
                     keys.append(self.fresh("part"))
-                    pre.append((keys[-1], _render(e, scope)))
+                    pre.append((keys[-1], render(e, scope)))
             spec = window.copy()
             spec.set("partition_by", [exp.column(k, quoted=True) for k in keys])
             name = self.fresh(window.this.sql_name().lower() if isinstance(window.this, exp.Func) else "window")
-            groups.setdefault(tuple(keys), []).append((name, _render(spec, scope)))
+            groups.setdefault(tuple(keys), []).append((name, render(spec, scope)))
             replaced.append((window, name))
         if pre:
             node = Project(node, tuple((c, q(c)) for c in node.columns) + tuple(pre))
@@ -269,12 +271,12 @@ class _Lowering:
         for pos, item in enumerate(items):
             node, alias = self.relation(item.expression, ctes, scope)
             if placed[("own", pos)]:
-                node = Filter(node, _render(and_(placed[("own", pos)]), scope))
+                node = Filter(node, render(and_(placed[("own", pos)]), scope))
             if acc is None:
                 acc = node
             else:
                 if placed[("pre", pos)]:
-                    acc = Filter(acc, _render(and_(placed[("pre", pos)]), scope))
+                    acc = Filter(acc, render(and_(placed[("pre", pos)]), scope))
                 present = set(aliases[:pos])
                 if item.kind in OUTER:
                     acc = self.outer_join(acc, node, item.kind, present, alias, outer_on[pos], scope)
@@ -283,23 +285,23 @@ class _Lowering:
                 else:
                     acc = self.join(acc, node, present, alias, placed[("on", pos)], scope)
             if placed[("after", pos)]:
-                acc = Filter(acc, _render(and_(placed[("after", pos)]), scope))
+                acc = Filter(acc, render(and_(placed[("after", pos)]), scope))
         assert acc is not None
         if placed[("end",)]:
-            acc = Filter(acc, _render(and_(placed[("end",)]), scope))
+            acc = Filter(acc, render(and_(placed[("end",)]), scope))
         return acc
 
     def join(self, left: Node, right: Node, present: set[str], alias: str, conds, scope) -> Node:
         left_keys, right_keys, residual = split_keys(conds, present, alias)
         left, lcols = self.key_columns(left, left_keys, scope)
         right, rcols = self.key_columns(right, right_keys, scope)
-        return Join(left, right, lcols, rcols, _render(and_(residual), scope) if residual else None)
+        return Join(left, right, lcols, rcols, render(and_(residual), scope) if residual else None)
 
     def outer_join(self, left: Node, right: Node, side: str, present: set[str], alias: str, conds, scope) -> Node:
         left_keys, right_keys, residual = split_keys(conds, present, alias)
         left, lcols = self.key_columns(left, left_keys, scope)
         right, rcols = self.key_columns(right, right_keys, scope)
-        return OuterJoin(left, right, side, lcols, rcols, _render(and_(residual), scope) if residual else None)
+        return OuterJoin(left, right, side, lcols, rcols, render(and_(residual), scope) if residual else None)
 
     def semi_join_item(self, left: Node, right: Node, kind: str, present: set[str], alias: str, conds, scope) -> Node:
         """``LEFT SEMI / ANTI JOIN item ON …``: equalities with the items before become keys,
@@ -311,127 +313,10 @@ class _Lowering:
                 f"No lowering rule for a {kind.upper()} JOIN without ON equalities or with other conditions across both sides"
             )
         if own:
-            right = Filter(right, _render(and_(own), scope))
-        right = Project(right, tuple((self.fresh("key"), _render(k, scope)) for k in right_keys))
+            right = Filter(right, render(and_(own), scope))
+        right = Project(right, tuple((self.fresh("key"), render(k, scope)) for k in right_keys))
         left, lcols = self.key_columns(left, left_keys, scope)
         return SemiJoin(left, Distinct(right), kind, lcols, right.columns)
-
-    # --- subqueries in WHERE: [NOT] EXISTS, [NOT] IN ------------------------------------------
-    def subquery_test(self, node: Node, kind: str, query: exp.Expression, value, scope: dict, ctes) -> Node:
-        """A WHERE conjunct ``[NOT] EXISTS (query)`` or ``value [NOT] IN (query)`` as a semi
-        join of ``node`` with the distinct keys of ``query``.
-
-        Correlated conditions must be equalities between the subquery and the outer query,
-        conjuncts of the subquery's WHERE: they become keys (and, for NOT IN, the group a
-        row is compared with). An uncorrelated EXISTS or NOT IN gets a constant key.
-        """
-        inner = {t.alias_or_name.lower() for t in query.find_all(exp.Table, exp.Subquery) if t.alias_or_name}
-        outer = {alias for alias, _ in scope}
-        refs = [c for c in query.find_all(exp.Column) if c.table and c.table.lower() not in inner]
-        if any(c.table.lower() not in outer for c in refs):
-            raise LoweringError("No lowering rule for a subquery referring to tables of an enclosing query further out")
-        values = list(value.expressions) if isinstance(value, exp.Tuple) else [value] if value is not None else []
-        if len(values) > 1 and kind == "not_in":
-            raise LoweringError("No lowering rule for NOT IN with several columns", value)
-        outer_keys: list[exp.Expression] = []
-        residual: list[exp.Expression] = []
-        if refs:
-            query, outer_keys, residual, reads = decorrelate(query, inner, outer, len(values), kind != "not_in")
-            rel = self.query(query, ctes)
-            right_exprs = [(self.fresh("key"), q(c)) for c in rel.node.columns]
-        else:
-            rel = self.query(query, ctes)
-            right_exprs = [(self.fresh("key"), q(c)) for c in rel.node.columns[: len(values)]]
-            if kind == "not_in" or not values:  # one group: the whole subquery
-                right_exprs.insert(0, (self.fresh("key"), "1"))
-                outer_keys = [exp.Literal.number(1)]
-        outer_keys.extend(values)
-        left, lcols = self.key_columns(node, outer_keys, scope)
-        if residual:
-            # The right keeps its rows (keys, then the columns the residual reads): whether
-            # one matches depends on more than the keys. Inner columns shadow outer ones of
-            # the same alias, as in SQL's scoping.
-            right = Project(rel.node, tuple(right_exprs))
-            inner_scope = {ref: right.columns[len(lcols) + i] for i, ref in enumerate(reads)}
-            cond = _render(and_(residual), {**scope, **inner_scope})
-            return SemiJoin(left, right, kind, lcols, right.columns[: len(lcols)], cond)
-        right = Distinct(Project(rel.node, tuple(right_exprs)))
-        return SemiJoin(left, right, kind, lcols, right.columns)
-
-    # --- scalar subqueries: a one-row aggregate, or one row per correlation group -------------
-    def scalar_values(self, node: Node, exprs: list[exp.Expression], scope: dict, ctes, *, filtering: bool):
-        """``node`` with the value of every scalar subquery in ``exprs`` joined to its rows,
-        and copies of ``exprs`` that read those values as columns.
-
-        The subquery must be an aggregate without GROUP BY (constructs.py checks it), so it
-        has one row: uncorrelated, it joins every row without keys. Correlated by
-        equalities in its WHERE, it becomes an aggregate grouped by its side of them,
-        joined on them: an outer join, as a row whose group is missing still sees a value
-        (over no rows: COUNT is 0, the others NULL). A comparison in a WHERE (``filtering``)
-        with an aggregate that is NULL over no rows can never hold for such a row, so
-        there an inner join is enough. The aggregates come out of the subquery as they
-        are and its SELECT expression is computed above the join, so a missing group's
-        value is the expression over COUNTs of 0 and NULLs, as over an empty group.
-        """
-        out: list[exp.Expression] = []
-        for expr in exprs:
-            expr = expr.copy()
-            for sub in scalar_subqueries(expr):
-                node, value = self.scalar_value(node, sub, scope, ctes, filtering and null_rejected(sub))
-                column = exp.column(value, quoted=True)
-                expr = column if sub is expr else expr
-                sub.replace(column)
-            out.append(expr)
-        return node, out
-
-    def scalar_value(self, node: Node, sub: exp.Subquery, scope: dict, ctes, null_rejected: bool) -> tuple[Node, str]:
-        """``node`` joined with the one value of ``sub`` per row, and the value's column."""
-        query = sub.this
-        if not isinstance(query, exp.Select) or query.args.get("group") or len(query.expressions) != 1:
-            raise LoweringError("No lowering rule for a scalar subquery other than one aggregate without GROUP BY", sub)
-        expr = query.expressions[0].unalias()
-        aggs = aggregates(expr)
-        if not aggs or any(_outside_aggregates(c, expr) for c in expr.find_all(exp.Column)):
-            raise LoweringError("No lowering rule for a scalar subquery whose value is not computed from aggregates", sub)
-        inner = {t.alias_or_name.lower() for t in query.find_all(exp.Table, exp.Subquery) if t.alias_or_name}
-        outer = {alias for alias, _ in scope}
-        if not scope and any(c.table and c.table.lower() not in inner for c in query.find_all(exp.Column)):
-            raise LoweringError(
-                "No lowering rule for a correlated scalar subquery in the SELECT or HAVING of a grouped query", sub
-            )
-        keep, inner_keys, outer_keys, residual = split_correlation(query, inner, outer)
-        if residual:
-            raise LoweringError(
-                f"No lowering rule for the correlated condition {residual[0].sql('spark')} in a scalar subquery (equalities only)",
-                residual[0],
-            )
-        grouped = query.copy()
-        grouped.set("where", exp.Where(this=and_(keep)) if keep else None)
-        keys = [k.as_(f"k{i}") for i, k in enumerate(inner_keys)]
-        grouped.set("expressions", keys + [a.copy().as_(f"a{i}") for i, a in enumerate(aggs)])
-        if inner_keys:
-            grouped.set("group", exp.Group(expressions=[k.copy() for k in inner_keys]))
-        if any(c.table and c.table.lower() not in inner for c in grouped.find_all(exp.Column)):
-            raise LoweringError("No lowering rule for a scalar subquery referring to the outer query outside its WHERE", sub)
-        rel = self.query(grouped, ctes)
-        agg_columns = rel.node.columns[len(inner_keys):]
-        if not inner_keys:
-            node = Join(node, rel.node, (), ())
-        else:
-            left, lcols = self.key_columns(node, outer_keys, scope)
-            rkeys = rel.node.columns[: len(inner_keys)]
-            node = Join(left, rel.node, lcols, rkeys) if null_rejected else OuterJoin(left, rel.node, "left", lcols, rkeys)
-        replacements = {id(a): c for a, c in zip(aggs, agg_columns)}
-
-        def read(e: exp.Expression) -> exp.Expression:
-            if id(e) not in replacements:
-                return e
-            column = exp.column(replacements[id(e)], quoted=True)
-            return exp.func("coalesce", column, exp.Literal.number(0)) if inner_keys and isinstance(e, exp.Count) else column
-
-        value = self.fresh("scalar")
-        rendered = _render(expr.transform(read, copy=False), {})
-        return Project(node, tuple((c, q(c)) for c in node.columns) + ((value, rendered),)), value
 
     def key_columns(self, node: Node, keys: list[exp.Expression], scope) -> tuple[Node, tuple[str, ...]]:
         """Join keys as columns of ``node``: plain columns as they are, expressions computed."""
@@ -442,7 +327,7 @@ class _Lowering:
                 names.append(scope[(key.table.lower(), key.name.lower())])
             else:
                 name = self.fresh("key")
-                extra.append((name, _render(key, scope)))
+                extra.append((name, render(key, scope)))
                 names.append(name)
         if extra:
             node = Project(node, tuple((c, q(c)) for c in node.columns) + tuple(extra))
@@ -457,7 +342,7 @@ class _Lowering:
         replacements: list[tuple[exp.Expression, str]] = []
         for g in group_exprs:
             name = self.fresh("key")
-            pre.append((name, _render(g, scope)))
+            pre.append((name, render(g, scope)))
             keys.append(name)
             replacements.append((g, name))
         calls: list[AggCall] = []
@@ -470,7 +355,7 @@ class _Lowering:
             arg_name = None
             if arg is not None:
                 arg_name = self.fresh("arg")
-                pre.append((arg_name, _render(arg, scope)))
+                pre.append((arg_name, render(arg, scope)))
             name = self.fresh(func)
             calls.append(AggCall(name, func, arg_name, agg.sql(dialect=DIALECT)))
             replacements.append((agg, name))
@@ -485,11 +370,11 @@ class _Lowering:
         # Scalar subqueries of HAVING and SELECT join the groups; the scope is empty as the
         # rows they could correlate with are grouped away (a correlated one has no rule).
         evaluated = [having.this if having else exp.true(), *[p.unalias() for p in select.expressions]]
-        result, (having_expr, *projections) = self.scalar_values(agg_node, evaluated, {}, ctes, filtering=False)
+        result, (having_expr, *projections) = scalar_values(self, agg_node, evaluated, {}, ctes, filtering=False)
         if having:
-            result = Filter(result, _render(having_expr.transform(replace), {}))
+            result = Filter(result, render(having_expr.transform(replace), {}))
         exprs = tuple(
-            (self.fresh(p.alias_or_name), _render(v.transform(replace), {})) for p, v in zip(select.expressions, projections)
+            (self.fresh(p.alias_or_name), render(v.transform(replace), {})) for p, v in zip(select.expressions, projections)
         )
         return Project(result, exprs), tuple(p.alias_or_name for p in select.expressions)
 
@@ -518,24 +403,6 @@ def _agg_parts(agg: exp.AggFunc) -> tuple[str, exp.Expression | None]:
     return {exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max"}[type(agg)], arg
 
 
-def _outside_aggregates(e: exp.Expression, top: exp.Expression) -> bool:
-    """Whether ``e`` (within ``top``) is outside every aggregate call of ``top``."""
-    while e is not None and e is not top:
-        if isinstance(e, exp.AggFunc):
-            return False
-        e = e.parent
-    return not isinstance(top, exp.AggFunc)
-
-
-def _render(node: exp.Expression, scope: Mapping[tuple[str, str], str]) -> str:
-    """Spark SQL text of ``node`` with every qualified column replaced by its internal name."""
-
-    def swap(e: exp.Expression) -> exp.Expression:
-        if isinstance(e, exp.Column) and e.table:
-            return exp.column(scope[(e.table.lower(), e.name.lower())], quoted=True)
-        return e
-
-    return node.copy().transform(swap).sql(dialect=DIALECT)
 
 
 def lower(statement: exp.Expression, relations: Mapping[str, tuple[str, ...]]) -> Plan:
@@ -545,7 +412,7 @@ def lower(statement: exp.Expression, relations: Mapping[str, tuple[str, ...]]) -
     the one every refresh and the oracle compute. Raises :class:`LoweringError` for anything
     without a rule (callers fall back to recompute).
     """
-    rel = _Lowering(relations).query(order_ties(statement), {})
+    rel = Lowering(relations).query(order_ties(statement), {})
     return Plan(rel.node, rel.names)
 
 

@@ -3,7 +3,7 @@ expression as written equals its answer to the engine's regenerated text, over a
 values.
 
 The engine never runs a view's text: sqlglot parses it, the plan is lowered, and each
-operator evaluates regenerated expressions (``lower._render``); full recomputes and the
+operator evaluates regenerated expressions (``ivm_assets.sql.render.render``); full recomputes and the
 oracle run the query regenerated with its ties ordered (``order_ties``). Issue 23 found
 ``to_date(s, 'yyyy-MM-dd')`` regenerated as ``TO_DATE(s)``, which Spark parses leniently
 (see :mod:`ivm_assets.sql.dialect`). Both paths are checked here for the expressions of the
@@ -112,7 +112,7 @@ def _value(v):
 
 
 def _operator_text(expr: str) -> str:
-    """The text an operator evaluates for ``expr`` (``lower._render``), over the scan's names."""
+    """The text an operator evaluates for ``expr`` (``ivm_assets.sql.render.render``), over the scan's names."""
     statement = parse_view("v", f"SELECT id, {expr} AS v FROM t", file=None)
     qualified = qualify(statement, schema=_sg_schema(), dialect=DIALECT, quote_identifiers=False)
     root = lower(qualified, {"t": tuple(SCHEMA.names)}).root
