@@ -25,7 +25,7 @@ from ivm_assets.errors import (
 # `ivm_assets.<Name>` (the `dagster_dg_cli.registry_modules` entry point names this package).
 _LAZY = {
     "IvmProject": "ivm_assets.project",
-    "ViewStatus": "ivm_assets.project",
+    "ViewStatus": "ivm_assets.view_status",
     "RefreshResult": "ivm_assets.engine.refresh",
     "IvmProjectComponent": "ivm_assets.dagster.components.ivm_project.component",
 }

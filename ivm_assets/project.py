@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from collections.abc import Iterator, Mapping
-from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
-from ivm_assets.config import ProjectConfig, SourceSettings, ViewSettings, case_collisions, load_config, name_problem, resolve_options
+from ivm_assets.config import ProjectConfig, SourceSettings, ViewSettings, load_config, name_problem, resolve_options
 from ivm_assets.delta import hadoop_mapping, storage
 from ivm_assets.delta.handles import HandleBlock, is_delta_table, latest_version, reusing_handles
 from ivm_assets.delta.log import change_feed_enabled
@@ -27,13 +25,14 @@ from ivm_assets.engine.compile import CompiledView, ViewDefinition, compile_key,
 from ivm_assets.engine.cost import estimate
 from ivm_assets.engine.explain import explain_view
 from ivm_assets.engine.refresh import RefreshResult, ViewLocation, refresh_view
-from ivm_assets.errors import ConfigError, NotIncrementalError, SourceError, SqlError, ViewCycleError
+from ivm_assets.errors import ConfigError, NotIncrementalError, SourceError
 from ivm_assets.spark.arrow import spark_schema
 from ivm_assets.spark.cluster import check_reachable, master_of
 from ivm_assets.spark.session import LazySession, semantics
-from ivm_assets.sql.parse import parse_view, referenced_tables
 from ivm_assets.state.claim import DEFAULT_WAIT_SECONDS, ClaimSettings, new_run_id
 from ivm_assets.state.progress import Progress
+from ivm_assets.view_definitions import dependency_order, read_views, view_definition
+from ivm_assets.view_status import ViewStatus, view_status
 
 
 def _resolve(base: Path, location: str) -> str:
@@ -42,32 +41,6 @@ def _resolve(base: Path, location: str) -> str:
     if "://" in location:
         return storage.normalize(location)
     return str((base / location).resolve())
-
-
-@dataclass(frozen=True)
-class ViewStatus:
-    """Where a view stands: its last epoch and whether its sources moved since."""
-
-    view: str
-    epoch: int | None
-    mode: str | None
-    reason: str | None
-    source_versions: dict[str, int]
-    output_version: int | None
-    pending: dict[str, tuple[int, int]]
-    interrupted: bool
-    refreshing_by: str | None = None  # "host/pid/run since <time>" while a refresh holds the view
-
-    def summary(self) -> str:
-        busy = f"; being refreshed by {self.refreshing_by}" if self.refreshing_by else ""
-        if self.epoch is None:
-            return f"{self.view}: never refreshed{busy}"
-        state = "interrupted epoch pending" if self.interrupted else ("stale" if self.pending else "up to date")
-        behind = ", ".join(f"{s} {a}→{b}" for s, (a, b) in self.pending.items())
-        return (
-            f"{self.view}: epoch {self.epoch} ({self.mode}{', ' + self.reason if self.reason else ''}); "
-            f"output version {self.output_version}; {state}{': ' + behind if behind else ''}{busy}"
-        )
 
 
 class IvmProject:
@@ -99,7 +72,7 @@ class IvmProject:
         # Compiling asks Spark to analyze the SQL; a view whose SQL and input schemas are
         # unchanged compiles to the same dataflow, so it is kept between refreshes.
         self._compiled: dict[tuple, CompiledView] = {}
-        self.order = _dependency_order(views)
+        self.order = dependency_order(views)
 
     def _register_storage(self) -> None:
         """Hand the storage options to the Delta layer for the warehouse and each source
@@ -151,29 +124,7 @@ class IvmProject:
         config = load_config(root / "ivm.yaml")
         if warehouse is not None:
             config = config.model_copy(update={"warehouse": warehouse})
-        views_dir = root / "views"
-        files = sorted(views_dir.glob("*.sql")) if views_dir.is_dir() else []
-        names = {f.stem for f in files}
-        for name in config.views:
-            if name not in names:
-                raise ConfigError(
-                    f"{root / 'ivm.yaml'}: settings for view `{name}` but there is no views/{name}.sql; "
-                    f"views found: {', '.join(sorted(names)) or 'none'}"
-                )
-        for file in files:
-            if problem := name_problem(file.stem):
-                raise ConfigError(f"{file}: the file name is the view's name, and {problem}; rename the file")
-        for a, b in case_collisions([*config.sources, *sorted(names)]):
-            kinds = " and ".join("source" if n in config.sources else f"view (views/{n}.sql)" for n in (a, b))
-            same = "is both a source and a view" if a == b else f"and `{b}` differ only in case ({kinds})"
-            raise ConfigError(
-                f"{root / 'ivm.yaml'}: `{a}` {same}, and Spark SQL resolves table names case-insensitively; rename one"
-            )
-        views = {}
-        for file in files:
-            views[file.stem] = _definition(
-                file.stem, file.read_text(), str(file), config.views.get(file.stem, ViewSettings()), set(config.sources), names
-            )
+        views = read_views(root, config)
         return cls(root=root, config=config, views=views, spark=spark, storage_options=storage_options, storage_origin=storage_origin)
 
     def with_view(
@@ -214,7 +165,7 @@ class IvmProject:
         config = self.config.model_copy(update={"sources": {**self.config.sources, **extra}})
         if settings is not None:
             config = config.model_copy(update={"views": {**self.config.views, name: settings}})
-        definition = _definition(name, sql, file, settings or ViewSettings(), set(config.sources), set(self.views) | {name})
+        definition = view_definition(name, sql, file, settings or ViewSettings(), set(config.sources), set(self.views) | {name})
         return self.copy_with(config=config, views={**self.views, name: definition})
 
     def with_storage_options(self, options: Mapping[str, str], *, origin: str) -> IvmProject:
@@ -438,59 +389,4 @@ class IvmProject:
     def status(self) -> list[ViewStatus]:
         """Per view: last epoch, its mode and reason, and which sources moved since."""
         with reusing_handles():
-            return self._status()
-
-    def _status(self) -> list[ViewStatus]:
-        out = []
-        for name in self.order:
-            where = self.location(name)
-            state = Progress(where.progress).read()
-            claim = state.claim
-            busy = claim.holder() if claim and not claim.expired() else None
-            latest = state.latest
-            if latest is None:
-                out.append(ViewStatus(name, None, None, None, {}, None, {}, False, busy))
-                continue
-            consumed = {s: r["to"] for s, r in latest.payload["sources"].items()}
-            pending = {}
-            for source, version in consumed.items():
-                uri = self.relation_uri(source)
-                now = latest_version(uri) if is_delta_table(uri) else version
-                if now != version:
-                    pending[source] = (version, now)
-            out_version = latest_version(where.output) if is_delta_table(where.output) else None
-            out.append(
-                ViewStatus(name, latest.epoch, latest.mode, latest.reason, consumed, out_version, pending, state.started is not None, busy)
-            )
-        return out
-
-
-def _definition(name: str, text: str, file: str | None, settings: ViewSettings, sources: set[str], views: set[str]) -> ViewDefinition:
-    statement = parse_view(name, text, file=file)
-    # Table names resolve case-insensitively, as in Spark; dependencies use the declared names.
-    declared = {n.lower(): n for n in sources | views}
-    deps = []
-    for table, line, col in referenced_tables(statement, text):
-        if table.lower() not in declared:
-            known = ", ".join(sorted(sources | views)) or "none"
-            raise SqlError(
-                f"unknown table `{table}`; known sources and views: {known}",
-                view=name, file=file, line=line, col=col,
-                hint="declare it under `sources:` in ivm.yaml, or add views/<name>.sql",
-            )
-        if declared[table.lower()] not in deps:
-            deps.append(declared[table.lower()])
-    return ViewDefinition(name, text, file, statement, settings, tuple(deps))
-
-
-def _dependency_order(views: dict[str, ViewDefinition]) -> list[str]:
-    graph = {name: {d for d in v.dependencies if d in views} for name, v in views.items()}
-    try:
-        return list(TopologicalSorter(graph).static_order())
-    except CycleError as exc:
-        cycle = exc.args[1]
-        raise ViewCycleError(
-            "views refer to each other in a cycle: " + " -> ".join(cycle)
-            + f" (files: {', '.join(views[c].file or c for c in dict.fromkeys(cycle))}). "
-            "A view cannot read itself, directly or through other views; break the cycle."
-        ) from exc
+            return [view_status(name, self.location(name), self.relation_uri) for name in self.order]
