@@ -129,6 +129,9 @@ def test_every_epoch_gives_sparks_answer(builder, engine, session_zone):
             change()
         results = project.refresh()
         assert all(r.mode in ("incremental", "unchanged") for r in results if r.view != "functions"), [r.summary() for r in results]
+        if engine == "in process":  # every epoch that computed something ran in process, but UPPER's (no rule)
+            in_spark = {r.view: r.engine for r in results if r.mode == "incremental" and r.engine not in (None, "in process") and r.view != "functions"}
+            assert not in_spark, f"epoch {step} ran in Spark: {in_spark}"
         try:
             with tuned_for(project.spark, small=True):  # a handful of rows: one partition, interpreted
                 assert_oracle(project, as_written=True)
