@@ -221,8 +221,8 @@ class AggregateRule:
         found: dict[str, rel.Expr] = {}
         for i, rows in values.items():
             name = f"m{i}"
-            if rows is None:
-                found[name] = rel.Null()
+            if rows is None:  # no values stored yet: NULL of the value's own type
+                found[name] = Cast(rel.Null(), self.arg_types[i] or "bigint")
                 continue
             func = _VALUE_FUNCTIONS[self.aggs[i].func]
             positive = rel.Select(rows, tuple((c, Col(c)) for c in (*self.group_keys, "v")), gt(Col(WEIGHT), Lit(0)))

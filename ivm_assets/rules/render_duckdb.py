@@ -27,6 +27,8 @@ _BIGINT = pa.int64()
 _TYPES = {
     "tinyint": ("TINYINT", pa.int8()), "smallint": ("SMALLINT", pa.int16()), "int": ("INTEGER", pa.int32()),
     "bigint": ("BIGINT", _BIGINT), "float": ("FLOAT", pa.float32()), "double": ("DOUBLE", pa.float64()),
+    "string": ("VARCHAR", pa.string()), "boolean": ("BOOLEAN", pa.bool_()), "date": ("DATE", pa.date32()),
+    "timestamp": ("TIMESTAMPTZ", pa.timestamp("us", tz="UTC")), "timestamp_ntz": ("TIMESTAMP", pa.timestamp("us")),
 }
 
 
