@@ -384,7 +384,7 @@ class IvmProject:
                 name: (s["to"], latest_version(self.relation_uri(name))) for name, s in last.payload["sources"].items()
             }
             pending = estimate({name: self.relation_uri(name) for name in ranges}, ranges)
-        return explain_view(compiled, where, pending)
+        return explain_view(compiled, where, pending, last)
 
     def status(self) -> list[ViewStatus]:
         """Per view: last epoch, its mode and reason, and which sources moved since."""

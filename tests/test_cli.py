@@ -90,6 +90,7 @@ def test_explain(project):
     assert "view totals" in run.stdout and "INCREMENTAL dataflow" in run.stdout
     assert "operators:" in run.stdout and "state [" in run.stdout
     assert str(root / "warehouse" / "_ivm" / "totals") in run.stdout
+    assert "last epoch: 2 (incremental), in process" in run.stdout  # where the epoch ran, and why not in process
 
 
 def test_check(project):

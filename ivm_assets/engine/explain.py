@@ -6,11 +6,15 @@ from ivm_assets.engine.compile import CompiledView
 from ivm_assets.engine.cost import CostEstimate
 from ivm_assets.engine.refresh import ViewLocation
 from ivm_assets.operators.base import Operator
+from ivm_assets.state.progress import EpochRecord
 
 
-def explain_view(view: CompiledView, where: ViewLocation, pending: CostEstimate | None = None) -> str:
+def explain_view(
+    view: CompiledView, where: ViewLocation, pending: CostEstimate | None = None, last: EpochRecord | None = None
+) -> str:
     """Operators (with their rule on changes), their state tables, what is not incremental,
-    and the cost model's estimate for the changes ``pending`` since the last refresh."""
+    where the ``last`` committed epoch ran, and the cost model's estimate for the changes
+    ``pending`` since it."""
     d = view.definition
     lines = [
         f"view {d.name}  ({d.file})",
@@ -27,6 +31,9 @@ def explain_view(view: CompiledView, where: ViewLocation, pending: CostEstimate 
     if d.settings.refresh == "full":
         lines.append("    (but `refresh: full` is set: every refresh recomputes)")
     lines.append("  small epochs: in process (DuckDB over Arrow) where their expressions and key types allow, else in Spark")
+    if last is not None:
+        ran = last.payload.get("engine") or ("in Spark" if last.mode == "full" else "no change reached an operator")
+        lines.append(f"  last epoch: {last.epoch} ({last.mode}), {ran}")
     if pending is not None:
         lines.append(f"  next refresh: {pending.describe()}")
     lines.append("  operators:")
