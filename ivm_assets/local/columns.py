@@ -34,7 +34,3 @@ def split_null_keys(table: pa.Table, keys: tuple[str, ...]) -> tuple[pa.Table, p
         present = pc.and_(present, pc.is_valid(table.column(k)))
     return table.filter(present), table.filter(pc.invert(present))
 
-
-def empty(schema: pa.Schema, names: tuple[str, ...]) -> pa.Table:
-    """No rows, with ``names`` typed as in ``schema``."""
-    return pa.schema([schema.field(n) for n in names]).empty_table()

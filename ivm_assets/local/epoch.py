@@ -31,9 +31,9 @@ import duckdb
 import pyarrow as pa
 
 from ivm_assets.delta.snapshot import arrow_schema
+from ivm_assets.duckdb_names import q
 from ivm_assets.errors import InexactAggregate
 from ivm_assets.local.aggregate import AggregateVisits
-from ivm_assets.duckdb_names import q
 from ivm_assets.local.columns import check_key_types, split_null_keys
 from ivm_assets.local.division import register
 from ivm_assets.local.rule_visits import RuleVisits

@@ -310,6 +310,13 @@ def renamed(rel: Rel, mapping: dict[str, str]) -> Select:
     return Select(rel, tuple((mapping.get(n, n), Col(n)) for n in columns(rel)))
 
 
+def positive_copies(rel_: Rel) -> Repeat:
+    """The rows of ``rel_`` with a positive weight, each repeated as many times as its weight
+    (their sign column ``__s`` is +1): the rows a :class:`Window` computes over."""
+    positive = Select(rel_, tuple((c, Col(c)) for c in columns(rel_)), Call(">", (Col(WEIGHT), Lit(0))))
+    return Repeat(positive, "__s")
+
+
 def group_sum(input: Rel, keys: tuple[str, ...], sums: tuple[tuple[str, Expr], ...]) -> Select:
     """Per distinct ``keys`` (as :class:`Reduce` groups them): the BIGINT sum of each expression."""
     reduced = Reduce(input, keys, tuple((name, "sum", e) for name, e in sums))

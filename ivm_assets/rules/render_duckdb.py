@@ -214,11 +214,10 @@ def render(node: rel.Rel, schemas: dict[str, pa.Schema]) -> tuple[str, dict[str,
         places = f"CAST(unnest(range(({first}) + 1, ({last}) + 1)) AS INTEGER) AS {q(node.name)}"  # Spark's sequence of INTs
         return f"SELECT *, {places} FROM ({sql}) WHERE {last} > {first}", types | {node.name: pa.int32()}
     if isinstance(node, rel.Window):
-        sql, types = render(node.input, schemas)
+        copies = rel.positive_copies(node.input)
+        repeated, types = render(copies, schemas)
         w = q(WEIGHT)
-        # Each row repeated as many times as its weight, as Spark's explode(array_repeat(…)).
-        repeated = f"SELECT * EXCLUDE (__rep) FROM (SELECT *, unnest(range({w})) AS __rep FROM ({sql}) WHERE {w} > 0)"
-        column_types = {n: t for n, t in types.items() if n != WEIGHT}
+        column_types = {n: t for n, t in types.items() if n != copies.sign}
         calls = [(name, translate(text, {n: arrow_type(t) for n, t in column_types.items()})[0]) for name, text in node.calls]
         items = [*(q(c) for c in node.columns), *(f"{call} AS {q(name)}" for name, call in calls), f"CAST({node.sign} AS BIGINT) AS {w}"]
         # A call's type is what DuckDB gives it (the operator's consumers cast as their state

@@ -138,8 +138,7 @@ def render(node: rel.Rel, inputs: dict[str, DataFrame]) -> DataFrame:
         places = F.explode(F.sequence((first + 1).cast("int"), last.cast("int")))
         return df.filter(last > first).select(*[F.col(q(c)) for c in df.columns], places.alias(node.name))
     if isinstance(node, rel.Window):
-        rows = render(node.input, inputs).filter(F.col(WEIGHT) > 0)
-        repeated = rows.withColumn("__rep", F.explode(F.array_repeat(F.lit(1), copies(F.col(WEIGHT)))))
+        repeated = render(rel.positive_copies(node.input), inputs)
         return repeated.select(
             *[F.col(q(c)) for c in node.columns], *[F.expr(sql).alias(name) for name, sql in node.calls],
             F.lit(node.sign).cast("bigint").alias(WEIGHT),
