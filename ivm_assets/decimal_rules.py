@@ -19,6 +19,7 @@ True
 
 from __future__ import annotations
 
+import re
 from decimal import ROUND_HALF_UP, Context, Decimal
 
 MAX_PRECISION = 38
@@ -30,6 +31,17 @@ MIN_ADJUSTED_SCALE = 6
 
 _QUOTIENT = Context(prec=MAX_PRECISION, rounding=ROUND_HALF_UP)
 _WIDE = Context(prec=100, rounding=ROUND_HALF_UP)
+
+
+def parse_type(name: str) -> tuple[int, int] | None:
+    """(precision, scale) of a DECIMAL type named as Spark's ``simpleString`` names it; None
+    for any other type.
+
+    >>> parse_type("decimal(12,2)"), parse_type("bigint")
+    ((12, 2), None)
+    """
+    found = re.fullmatch(r"decimal\((\d+),(\d+)\)", name)
+    return (int(found.group(1)), int(found.group(2))) if found else None
 
 
 def bounded(precision: int, scale: int) -> tuple[int, int]:

@@ -17,7 +17,6 @@ explicitly where an engine's own differs (DuckDB sums integers as HUGEINT).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from ivm_assets import decimal_rules
@@ -82,10 +81,10 @@ class AggregateRule:
             return "decimal(38,0)" if self.aggs[i].func == "avg" else "bigint"
         if arg in (*_FLOATING, "string"):  # a string is summed as Spark casts it, to DOUBLE
             return "double"
-        found = re.fullmatch(r"decimal\((\d+),(\d+)\)", arg)
+        found = decimal_rules.parse_type(arg)
         if found is None:
             return arg  # an interval: summed in its own type
-        return "decimal({},{})".format(*decimal_rules.sum_type(int(found.group(1)), int(found.group(2))))
+        return "decimal({},{})".format(*decimal_rules.sum_type(*found))
 
     def floating(self, i: int) -> bool:
         return self.sum_type(i) == "double"
@@ -253,8 +252,8 @@ class AggregateRule:
         """AVG from the sum and count: over DECIMAL the exact quotient rounded once into
         AVG's type, as Spark's AVG does (SQL's ``/`` would round twice); otherwise in double
         precision (a sum of integers is exact, as DECIMAL(38, 0))."""
-        found = re.fullmatch(r"decimal\((\d+),(\d+)\)", self.arg_types[i] or "")
+        found = decimal_rules.parse_type(self.arg_types[i] or "")
         if found:
-            precision, scale = decimal_rules.average_type(int(found.group(1)), int(found.group(2)))
+            precision, scale = decimal_rules.average_type(*found)
             return rel.Average(s, n, precision, scale, self.ansi)
         return Call("/", (Cast(s, "double"), Cast(n, "double")))

@@ -7,9 +7,9 @@ them: consolidation normalises float columns, and a view's own expression is tra
 
 from __future__ import annotations
 
-import re
-
 import pyarrow as pa
+
+from ivm_assets import decimal_rules
 
 from ivm_assets.duckdb_names import q
 from ivm_assets.local.division import decimal_divide
@@ -36,10 +36,10 @@ def _spark_type(name: str) -> tuple[str, pa.DataType]:
     """A Spark type's simple name (:class:`~ivm_assets.rules.rel.Cast`) as DuckDB's and Arrow's."""
     if name in _TYPES:
         return _TYPES[name]
-    found = re.fullmatch(r"decimal\((\d+),(\d+)\)", name)
+    found = decimal_rules.parse_type(name)
     if found is None:
         raise Untranslatable(f"no DuckDB type for Spark's {name}")
-    precision, scale = int(found.group(1)), int(found.group(2))
+    precision, scale = found
     return f"DECIMAL({precision}, {scale})", pa.decimal128(precision, scale)
 
 
@@ -241,7 +241,7 @@ def _over(partition: tuple[str, ...], order: tuple[rel.SortKey, ...]) -> str:
 
 def _duck_type(t: pa.DataType) -> str:
     """DuckDB's name of the integer Arrow types a running sum is of."""
-    names = {pa.int64(): "BIGINT", pa.int32(): "INTEGER", pa.int16(): "SMALLINT", pa.int8(): "TINYINT"}
+    names = {arrow: duck for duck, arrow in _TYPES.values() if pa.types.is_integer(arrow)}
     if t not in names:
         raise Untranslatable(f"a running sum of {t}")
     return names[t]
