@@ -35,7 +35,7 @@ from pyspark.sql import functions as F
 
 from ivm_assets.operators.base import Batch, EpochContext, Operator, col, input_change, materialize, nothing, unforced
 from ivm_assets.rules import rel, render_spark
-from ivm_assets.rules.aggregate import COUNT, GLOBAL, TOUCHED, VALUE_AGGS, AggregateRule
+from ivm_assets.rules.aggregate import COUNT, GLOBAL, TOUCHED, VALUE_AGGS, AggregateRule, partial_names
 from ivm_assets.sql.plan import AggCall, q
 from ivm_assets.state.arrangement import StateRead, StateTable, default_hash_types, with_bucket
 from ivm_assets.zset import BUCKET, WEIGHT
@@ -56,13 +56,7 @@ class AggregateOp(Operator):
         self.id, self.input, self.keys, self.aggs = op_id, input, keys, aggs
         self.columns = keys + tuple(a.name for a in aggs)
         self.group_keys = keys or (GLOBAL,)
-        partials = [COUNT]
-        for i, a in enumerate(aggs):
-            if a.func in ("count", "sum", "avg"):
-                partials.append(f"n{i}")
-            if a.func in ("sum", "avg"):
-                partials.append(f"s{i}")
-        self.partials = tuple(partials)
+        self.partials = partial_names(aggs)
         self.groups = StateTable(
             operator_id=op_id, name="groups", columns=self.group_keys + self.partials, keys=self.group_keys, layout="latest",
             # A global aggregate's single row exists even at count 0: never drop it.

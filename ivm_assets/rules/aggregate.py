@@ -36,6 +36,18 @@ _FLOATING = ("float", "double")
 _VALUE_FUNCTIONS = {"min": "min", "max": "max", "count_distinct": "count"}
 
 
+def partial_names(aggs: tuple[AggCall, ...]) -> tuple[str, ...]:
+    """The group state's columns after the keys: the row count, per COUNT/SUM/AVG ``n<i>``
+    (its non-NULL values) and per SUM/AVG ``s<i>`` (their running sum)."""
+    names = [COUNT]
+    for i, a in enumerate(aggs):
+        if a.func in ("count", "sum", "avg"):
+            names.append(f"n{i}")
+        if a.func in ("sum", "avg"):
+            names.append(f"s{i}")
+    return tuple(names)
+
+
 @dataclass(frozen=True)
 class AggregateRule:
     """What the rule needs of the operator: its GROUP BY keys (none: a global aggregate,
@@ -62,15 +74,9 @@ class AggregateRule:
 
     @property
     def partial_types(self) -> dict[str, str]:
-        """The group state's columns after the keys (:meth:`partials`), with their types:
-        the row count, and per COUNT/SUM/AVG ``n<i>`` (non-NULL values) and per SUM/AVG ``s<i>``."""
-        types = {COUNT: "bigint"}
-        for i, a in enumerate(self.aggs):
-            if a.func in ("count", "sum", "avg"):
-                types[f"n{i}"] = "bigint"
-            if a.func in ("sum", "avg"):
-                types[f"s{i}"] = self.sum_type(i)
-        return types
+        """The group state's columns after the keys (:func:`partial_names`) with their types:
+        counts are BIGINT, each running sum ``s<i>`` of :meth:`sum_type`."""
+        return {p: self.sum_type(int(p[1:])) if p.startswith("s") else "bigint" for p in partial_names(self.aggs)}
 
     def sum_type(self, i: int) -> str:
         """The type of aggregate ``i``'s running sum: SUM's own (BIGINT over integers,
