@@ -54,11 +54,11 @@ from pyspark.sql import functions as F  # noqa: E402
 from pyspark.sql import types as T  # noqa: E402
 
 from ivm_assets import IvmProject, RefreshResult  # noqa: E402
+from ivm_assets.delta import io_counts  # noqa: E402
 from ivm_assets.delta.read import read_snapshot  # noqa: E402
 from ivm_assets.delta.write import write  # noqa: E402
 from ivm_assets.errors import SourceError  # noqa: E402
 from ivm_assets.spark.session import get_spark, stop_spark  # noqa: E402
-from ivm_assets.testing import faults  # noqa: E402
 from ivm_assets.testing.tpch import (  # noqa: E402
     DIMENSION_UPDATES, RefreshBatches, create_sources, generate_parquet, make_batches,
 )
@@ -242,7 +242,6 @@ class Work:
 def counting_work(spark: SparkSession) -> Iterator[Work]:
     """Count the Spark jobs and the ivm_assets Delta commits made inside the block."""
     work = Work()
-    commits_before = faults.commits_made()
     first = _next_job_id(spark)
     group = f"tpch-bench-{next(_groups)}"
     try:
@@ -251,7 +250,8 @@ def counting_work(spark: SparkSession) -> Iterator[Work]:
     except Exception:  # Spark Connect: no SparkContext here
         sc = None
     try:
-        yield work
+        with io_counts.counting() as delta_io:
+            yield work
     finally:
         last = _next_job_id(spark)
         if first is not None and last is not None:
@@ -259,7 +259,7 @@ def counting_work(spark: SparkSession) -> Iterator[Work]:
         if sc is not None:
             work.group_jobs = len(sc.statusTracker().getJobIdsForGroup(group))
             sc.setLocalProperty("spark.jobGroup.id", None)
-        work.commits = faults.commits_made() - commits_before
+        work.commits = delta_io.commits
 
 
 def full_recompute(spark: SparkSession, sources: dict[str, str], sql: str, out_uri: str) -> None:

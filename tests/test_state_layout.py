@@ -26,7 +26,7 @@ from ivm_assets.delta.snapshot import arrow_schema, file_count, files_by_partiti
 from ivm_assets.delta.write import create_table, delete_rows, write, write_epoch
 from ivm_assets.engine.refresh import LOG_CLEANUP_EPOCHS
 from ivm_assets.sql.incrementalize import fingerprint, identity, operators
-from ivm_assets.state.arrangement import FORMAT, StateLayout
+from ivm_assets.state.layout import FORMAT, StateLayout
 from ivm_assets.state.progress import Progress
 
 
@@ -244,7 +244,7 @@ def test_compaction_on_the_driver_keeps_each_row_in_its_bucket_and_the_content_t
     file's bucket; the content is the same before and after, and later epochs still find
     their keys. The Spark compaction of the same state gives the same content."""
     from ivm_assets.spark.metrics import counting_jobs
-    from ivm_assets.state import arrangement, compaction
+    from ivm_assets.state import compaction, layout
 
     project = _built(builder)
     for i in range(4):
@@ -266,7 +266,7 @@ def test_compaction_on_the_driver_keeps_each_row_in_its_bucket_and_the_content_t
         for bucket, files in files_by_partition(snapshot_files(uri), "__bucket").items():
             stored = read_row_groups(select_row_groups(files))
             keys = stored.select(list(t.keys))
-            expected = arrangement.with_bucket(project.spark.createDataFrame(keys.to_pandas()), t.keys, 4, _layouts(project, "v")[t.table_name].types())
+            expected = layout.with_bucket(project.spark.createDataFrame(keys.to_pandas()), t.keys, 4, _layouts(project, "v")[t.table_name].types())
             assert {r["__bucket"] for r in expected.collect()} <= {int(bucket)}
     delete_rows(builder.uri("customers"), "id = 3")
     delete_rows(builder.uri("orders"), "cust = 5")

@@ -18,7 +18,7 @@ import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError
 
-from ivm_assets.delta import storage, storage_errors
+from ivm_assets.delta import io_counts, storage, storage_errors
 from ivm_assets.delta.handles import is_delta_table, keep_moved, latest_version, writable
 from ivm_assets.delta.log import history_between, transaction_version
 from ivm_assets.delta.properties import INTERNAL_TABLE
@@ -74,6 +74,7 @@ def fenced_commit(uri: str, after: int | None, commit: Callable[[int | None], bo
             raise _conflict(uri, after) from exc
         raise
     if committed:
+        io_counts.add("commits")
         faults.crossed("commit")
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError, TableNotFoundError
 
-from ivm_assets.delta import filesystems, storage, storage_errors
+from ivm_assets.delta import filesystems, io_counts, storage, storage_errors
 from ivm_assets.errors import SourceError
 
 
@@ -54,17 +54,6 @@ def is_delta_table(uri: str) -> bool:
 def _is_log_entry(name: str) -> bool:
     """A commit file (``NNNNNNNNNNNNNNNNNNNN.json``) or a checkpoint's pointer or part."""
     return (len(name) == 25 and name.endswith(".json") and name[:20].isdigit()) or name == "_last_checkpoint" or ".checkpoint." in name
-
-
-# Delta logs opened by this process (each open replays the log from its last checkpoint):
-# refresh statistics report how many one refresh made.
-_log_reads = 0
-_log_reads_lock = threading.Lock()
-
-
-def log_reads() -> int:
-    """Delta logs this process opened so far (refresh statistics)."""
-    return _log_reads
 
 
 @dataclass
@@ -231,9 +220,7 @@ def keep_moved(uri: str, dt: DeltaTable, after: int | None) -> None:
 
 
 def open_fresh(uri: str, version: int | None) -> DeltaTable:
-    global _log_reads
-    with _log_reads_lock:
-        _log_reads += 1
+    io_counts.add("log_reads")
     try:
         with storage_errors.failures(uri):
             return DeltaTable(uri, version=version, storage_options=storage.options_for(uri))
@@ -279,9 +266,7 @@ def known_latest(uri: str) -> int | None:
         # ticks or refreshes): this handle is not shared yet, so it is brought up to date in
         # place, reading the new commits only (a listing from its version and a GET each),
         # instead of an open that replays the log from its checkpoint.
-        global _log_reads
-        with _log_reads_lock:
-            _log_reads += 1
+        io_counts.add("log_reads")
         with storage_errors.failures(uri):
             kept.update_incremental()
     block.handles.setdefault((uri, kept.version()), kept)

@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 from deltalake import CommitProperties, WriterProperties, write_deltalake
 from pyspark.sql import DataFrame
 
-from ivm_assets.delta import parquet_cache, storage, storage_errors
+from ivm_assets.delta import io_counts, parquet_cache, storage, storage_errors
 from ivm_assets.delta.commit import Epoch, commit_epoch
 from ivm_assets.delta.handles import keep_moved, writable
 from ivm_assets.delta.log import commit_actions
@@ -31,6 +31,7 @@ def write(uri: str, data: DataFrame | pa.Table, *, mode: Literal["append", "over
         write_deltalake(
             uri, table, mode=mode, schema_mode="overwrite" if mode == "overwrite" else None, storage_options=storage.options_for(uri)
         )
+    io_counts.add("commits")
     faults.crossed("commit")
 
 

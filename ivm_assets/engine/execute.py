@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterator
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from contextlib import contextmanager
+from functools import partial
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -208,7 +209,7 @@ def _commit(
             if computed.rows:
                 output.apply_change(where.output, computed, view.schema, epoch, output_version=after)
 
-    commits = [*ctx.writes, write_output]
+    commits = [*(partial(append.commit, ctx) for append in ctx.writes), write_output]
     if not at_once:
         written = [commit() for commit in commits]
     else:

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field, replace
 
 from pyspark.sql import SparkSession
 
-from ivm_assets.delta.handles import is_delta_table, latest_version, log_reads, reusing_handles
+from ivm_assets.delta.handles import is_delta_table, latest_version, reusing_handles
+from ivm_assets.delta.io_counts import IoCounts, counting
 from ivm_assets.delta.log import table_id
 from ivm_assets.delta.maintenance import clean_log, remove_tables_except
 from ivm_assets.engine import changes as cdc
@@ -30,11 +31,10 @@ from ivm_assets.engine.execute import execute
 from ivm_assets.errors import ExpressionError, RebuildNeeded, RefreshError
 from ivm_assets.spark.session import SEMANTIC_SETTINGS
 from ivm_assets.sql.incrementalize import fingerprint, identity, operators
-from ivm_assets.state.arrangement import FORMAT
+from ivm_assets.state.layout import FORMAT
 from ivm_assets.state.claim import ClaimSettings, hold
 from ivm_assets.state.compaction import compact_from, compaction_due
 from ivm_assets.state.progress import EpochRecord, Progress, ProgressState, now
-from ivm_assets.testing import faults
 
 
 # Every this many epochs, after the epoch committed and before the claim is released, the
@@ -100,8 +100,8 @@ def refresh_view(
     """
     # Planning, the operators, the commits and compaction read the same table versions:
     # each version's log is read once.
-    with reusing_handles():
-        return _refresh(spark, view, where=where, relations=relations, buckets=buckets, full=full, claim=claim)
+    with reusing_handles(), counting() as delta_io:
+        return _refresh(spark, view, where=where, relations=relations, buckets=buckets, full=full, claim=claim, delta_io=delta_io)
 
 
 def _refresh(
@@ -113,8 +113,9 @@ def _refresh(
     buckets: int,
     full: bool,
     claim: ClaimSettings | None,
+    delta_io: IoCounts,
 ) -> RefreshResult:
-    began, log_reads_before, commits_before = time.perf_counter(), log_reads(), faults.commits_made()
+    began = time.perf_counter()
     progress = Progress(where.progress)
     state = progress.read()
     unclaimed = state.claim is None or state.claim.expired()
@@ -178,8 +179,8 @@ def _refresh(
             if clean:
                 for uri in [where.progress, *(t.uri(where.state_root) for t in tables)]:
                     clean_log(uri)
-    stats["delta_log_reads"] = log_reads() - log_reads_before
-    stats["delta_commits"] = faults.commits_made() - commits_before  # claim and its release included
+    stats["delta_log_reads"] = delta_io.log_reads
+    stats["delta_commits"] = delta_io.commits  # claim and its release included
     sources = {s: (r["from"], r["to"]) for s, r in record.payload["sources"].items()}
     return RefreshResult(
         view.name, record.mode, record.reason, record.epoch, sources, stats.get("rows_in", 0), stats.get("rows_out", 0),

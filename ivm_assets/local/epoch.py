@@ -46,7 +46,8 @@ from ivm_assets.operators.linear import FilterOp, ProjectOp, ScanOp, UnionAllOp
 from ivm_assets.spark.arrow import normalize_table
 from ivm_assets.sql.incrementalize import operators
 from ivm_assets.state import consolidate
-from ivm_assets.state.arrangement import UNHASHED, StateLayout, StateTable
+from ivm_assets.state.arrangement import StateTable
+from ivm_assets.state.layout import UNHASHED, StateLayout
 from ivm_assets.zset import BUCKET, WEIGHT
 
 __all__ = ["LOCAL_CHANGE_ROWS", "LocalEpoch", "Untranslatable"]
@@ -187,7 +188,7 @@ class LocalEpoch(RuleVisits, AggregateVisits, TopKVisits):
         return StateLayout.from_json(self._layout(table)).hashes
 
     def _buckets(self, table: pa.Table, keys: tuple[str, ...], hashes: tuple[str, ...]) -> pa.Array:
-        """``pmod(hash(keys), buckets)`` per row, as :func:`~ivm_assets.state.arrangement.with_bucket`."""
+        """``pmod(hash(keys), buckets)`` per row, as :func:`~ivm_assets.state.layout.with_bucket`."""
         columns = []
         for key, how in zip(keys, hashes):
             if how == "bigint":

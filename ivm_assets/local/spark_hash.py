@@ -1,7 +1,7 @@
 """Spark's ``hash()`` (Murmur3 x86 32-bit, seed 42) computed on the driver over Arrow columns.
 
 State tables are bucketed by ``pmod(hash(keys), buckets)`` as Spark computes it
-(:func:`ivm_assets.state.arrangement.with_bucket`). An epoch computed in process must put its
+(:func:`ivm_assets.state.layout.with_bucket`). An epoch computed in process must put its
 rows in, and look its keys up from, the very buckets Spark would: this module mirrors
 Spark's ``Murmur3HashFunction`` for the key types state tables use, and says so (None) for
 the others, which keeps such epochs in Spark. The test compares it with Spark on every

@@ -37,7 +37,8 @@ from ivm_assets.operators.base import Batch, EpochContext, Operator, col, input_
 from ivm_assets.rules import rel, render_spark
 from ivm_assets.rules.aggregate import COUNT, GLOBAL, TOUCHED, VALUE_AGGS, AggregateRule, partial_names
 from ivm_assets.sql.plan import AggCall, q
-from ivm_assets.state.arrangement import StateRead, StateTable, default_hash_types, with_bucket
+from ivm_assets.state.arrangement import StateRead, StateTable
+from ivm_assets.state.layout import default_hash_types, with_bucket
 from ivm_assets.zset import BUCKET, WEIGHT
 
 # Group state of up to this many rows is read whole in an incremental epoch, instead of the

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache, reduce
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -24,6 +24,9 @@ from ivm_assets.spark.arrow import to_arrow, to_spark
 from ivm_assets.spark.cluster import keep_on_executors, release
 from ivm_assets.sql.plan import q
 from ivm_assets.state.consolidate import in_spark as consolidate  # operators call it by its plain name
+
+if TYPE_CHECKING:  # arrangement builds on this module
+    from ivm_assets.state.arrangement import StateAppend
 
 
 @lru_cache(maxsize=4096)
@@ -246,10 +249,10 @@ class EpochContext:
     state_layouts: dict[str, str | None] = field(default_factory=dict)
     # Rows in each relation's change set this epoch (incremental epochs).
     change_rows: dict[str, int] = field(default_factory=dict)
-    # State commits, made in this order after the output change is planned: writing state
-    # computes its rows, and by then every pending change set, the output's too, can be
-    # computed in one Spark job.
-    writes: list[Callable[[], None]] = field(default_factory=list)
+    # State commits (:class:`~ivm_assets.state.arrangement.StateAppend`), made in this order
+    # after the output change is planned: writing state computes its rows, and by then every
+    # pending change set, the output's too, can be computed in one Spark job.
+    writes: list[StateAppend] = field(default_factory=list)
     # Spark's ANSI mode and time zone for the session the view is computed in: what an
     # overflow gives (an error, or NULL) where a rule computes a value outside Spark's own
     # SQL, and where the in-process engine reads timestamps.

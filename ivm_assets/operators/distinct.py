@@ -15,7 +15,8 @@ from pyspark.sql import DataFrame
 from ivm_assets.operators.base import EpochContext, Operator, consolidate, materialize, nothing
 from ivm_assets.rules import distinct as distinct_rule
 from ivm_assets.rules import render_spark
-from ivm_assets.state.arrangement import StateTable, default_hash_types, with_bucket
+from ivm_assets.state.arrangement import StateTable
+from ivm_assets.state.layout import default_hash_types, with_bucket
 from ivm_assets.zset import BUCKET
 
 

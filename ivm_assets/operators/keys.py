@@ -20,7 +20,8 @@ from pyspark.sql import types as T
 from ivm_assets.operators.base import Batch, EpochContext, Operator, col, input_change, materialize, nothing
 from ivm_assets.spark.arrow import to_spark
 from ivm_assets.sql.plan import q
-from ivm_assets.state.arrangement import StateTable, hash_type, with_bucket
+from ivm_assets.state.arrangement import StateTable
+from ivm_assets.state.layout import hash_type, with_bucket
 from ivm_assets.zset import BUCKET
 
 

@@ -44,7 +44,8 @@ from ivm_assets.operators.keys import KeyedPair, key_types, keyed_change, lookup
 from ivm_assets.rules import render_spark
 from ivm_assets.rules import semi_join as semi_join_rule
 from ivm_assets.rules.not_in import NULL, NotIn
-from ivm_assets.state.arrangement import StateTable, with_bucket
+from ivm_assets.state.arrangement import StateTable
+from ivm_assets.state.layout import with_bucket
 from ivm_assets.zset import BUCKET
 
 _GROUP_BUCKET = "__bucket_g"

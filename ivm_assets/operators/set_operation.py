@@ -30,7 +30,8 @@ from ivm_assets.operators.base import EpochContext, Operator, col, consolidate, 
 from ivm_assets.rules import render_spark
 from ivm_assets.rules import set_operation as set_rule
 from ivm_assets.rules.set_operation import SIDE
-from ivm_assets.state.arrangement import StateTable, default_hash_types, with_bucket
+from ivm_assets.state.arrangement import StateTable
+from ivm_assets.state.layout import default_hash_types, with_bucket
 from ivm_assets.zset import BUCKET, WEIGHT
 
 Kind = Literal["intersect", "except"]

@@ -44,7 +44,8 @@ from ivm_assets.operators.base import Batch, EpochContext, Operator, col, consol
 from ivm_assets.rules import rel, render_spark
 from ivm_assets.rules.top_k import TopKRule
 from ivm_assets.sql.plan import SortKey
-from ivm_assets.state.arrangement import StateTable, default_hash_types, with_bucket
+from ivm_assets.state.arrangement import StateTable
+from ivm_assets.state.layout import default_hash_types, with_bucket
 from ivm_assets.zset import BUCKET, WEIGHT
 
 # Distinct rows the buffer keeps beyond twice the rows the view shows.

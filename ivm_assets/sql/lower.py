@@ -12,7 +12,8 @@ residual predicate. An outer join keeps its own ON conditions. ``[NOT] EXISTS`` 
 ``[NOT] IN (subquery)`` conditions of WHERE become semi and anti joins with the subquery's
 distinct keys, applied after the other WHERE conditions (see :func:`~ivm_assets.sql.lower_subqueries.subquery_join`).
 Window functions of a SELECT list become Window nodes under its projection (one per
-PARTITION BY); ``ORDER BY … LIMIT`` a TopK over it, with the ties ordered first.
+PARTITION BY); ``ORDER BY … LIMIT`` a TopK over it, with the ties ordered first (see
+:mod:`~ivm_assets.sql.lower_ordering`).
 A scalar subquery (in WHERE, SELECT or HAVING) becomes an aggregate joined to the rows it
 is evaluated for: without keys when uncorrelated, on its correlation otherwise (see
 :func:`~ivm_assets.sql.lower_subqueries.scalar_values`).
@@ -43,9 +44,9 @@ from ivm_assets.sql.from_clause import OUTER, FromItem, connected_order, join_ki
 from ivm_assets.sql.grouped_windows import split_grouped_windows
 from ivm_assets.sql.order_ties import order_ties
 from ivm_assets.sql.plan import (
-    AggCall, Aggregate, Distinct, Except, Filter, Intersect, Join, Node, OuterJoin, Plan, Project, Scan, SemiJoin,
-    SortKey, TopK, UnionAll, Window, q,
+    AggCall, Aggregate, Distinct, Except, Filter, Intersect, Join, Node, OuterJoin, Plan, Project, Scan, SemiJoin, UnionAll, q,
 )
+from ivm_assets.sql.lower_ordering import hidden_sort_keys, top_k, windows
 from ivm_assets.sql.lower_subqueries import scalar_values, subquery_join
 from ivm_assets.sql.render import render
 from ivm_assets.sql.subqueries import scalar_subqueries, subquery_test
@@ -85,7 +86,7 @@ class Lowering:
             return self.query(node.this, ctes)
         if isinstance(node, exp.SetOperation):
             rel = self.set_operation(node, self.with_clause(node, ctes))
-            return _Rel(self.top_k(node, rel.node, rel.names, ()), rel.names) if node.args.get("limit") else rel
+            return _Rel(top_k(node, rel.node, rel.names, (), self.fresh), rel.names) if node.args.get("limit") else rel
         if isinstance(node, exp.Select):
             return self.select(node, self.with_clause(node, ctes))
         raise LoweringError(f"No lowering rule for {type(node).__name__}")
@@ -150,13 +151,13 @@ class Lowering:
             # Scalar subqueries first: a window may then take their values as arguments.
             node, values = scalar_values(self, node, [p.unalias() for p in projections] + qualify, scope, ctes, filtering=False)
             if any(v.find(exp.Window) for v in values):
-                node, values = self.windows(node, values, scope)
+                node, values = windows(node, values, scope, self.fresh)
             values, qualify = values[: len(projections)], values[len(projections) :]
             if qualify:
                 node = Filter(node, render(qualify[0], scope))
             exprs = tuple((self.fresh(p.alias_or_name), render(v, scope)) for p, v in zip(projections, values))
             if select.args.get("limit"):
-                hidden = self.hidden_sort_keys(select, scope)
+                hidden = hidden_sort_keys(select, scope, self.fresh)
             node = Project(node, exprs + hidden)
             outputs = tuple(p.alias_or_name for p in projections)
         if select.args.get("distinct"):
@@ -164,75 +165,8 @@ class Lowering:
                 raise LoweringError("No lowering rule for SELECT DISTINCT ordered by a column it does not select")
             node = Distinct(node)
         if select.args.get("limit"):
-            node = self.top_k(select, node, outputs, hidden)
+            node = top_k(select, node, outputs, hidden, self.fresh)
         return _Rel(node, outputs)
-
-    # --- ORDER BY … LIMIT, window functions ----------------------------------------------------
-    def hidden_sort_keys(self, select: exp.Select, scope: dict) -> tuple[tuple[str, str], ...]:
-        """Sort keys of a SELECT's ORDER BY that are not among its outputs, as extra columns."""
-        outputs = tuple(p.alias_or_name for p in select.expressions)
-        return tuple(
-            (self.fresh("sort"), render(o.this, scope))
-            for o in select.args["order"].expressions
-            if _output_position(o.this, select, outputs) is None
-        )
-
-    def top_k(self, query: exp.Expression, node: Node, outputs: tuple[str, ...], hidden) -> Node:
-        """``ORDER BY … LIMIT n [OFFSET m]`` over ``node``, whose first columns are the query's
-        outputs and whose last are the ``hidden`` sort keys (dropped again above the top-k).
-
-        The order is total: :func:`~ivm_assets.sql.order_ties.order_ties` appended every output
-        column, and a hidden sort key is a column of its own.
-        """
-        extra = iter(name for name, _ in hidden)
-        keys: list[SortKey] = []
-        for ordered in query.args["order"].expressions:
-            position = _output_position(ordered.this, query, outputs)
-            name = node.columns[position] if position is not None else next(extra, None)
-            if name is None:
-                raise LoweringError(f"No lowering rule for ORDER BY {ordered.this.sql('spark')} (not an output column)")
-            desc = bool(ordered.args.get("desc"))
-            nulls_first = ordered.args.get("nulls_first")
-            if name not in {k for k, _, _ in keys}:  # a repeated key cannot change the order
-                keys.append((name, desc, (not desc) if nulls_first is None else bool(nulls_first)))
-        offset = query.args.get("offset")
-        top = TopK(node, tuple(keys), int(query.args["limit"].expression.this), int(offset.expression.this) if offset else 0)
-        if hidden:
-            return Project(top, tuple((c, q(c)) for c in node.columns[: len(outputs)]))
-        return top
-
-    def windows(self, node: Node, projections: list[exp.Expression], scope: dict) -> tuple[Node, list[exp.Expression]]:
-        """The window functions of ``projections`` (SELECT list and QUALIFY) as one Window
-        node per PARTITION BY (partition expressions computed as columns first), and the
-        expressions with each function replaced by its column."""
-        pre: list[tuple[str, str]] = []
-        groups: dict[tuple[str, ...], list[tuple[str, str]]] = {}
-        replaced: list[tuple[exp.Expression, str]] = []
-        for window in (w for p in projections for w in p.find_all(exp.Window)):
-            if any(window == seen for seen, _ in replaced):
-                continue
-            keys = []
-            for e in window.args.get("partition_by") or []:
-                if isinstance(e, exp.Column):
-                    keys.append(scope[(e.table.lower(), e.name.lower())])
-                else:
-                    keys.append(self.fresh("part"))
-                    pre.append((keys[-1], render(e, scope)))
-            spec = window.copy()
-            spec.set("partition_by", [exp.column(k, quoted=True) for k in keys])
-            name = self.fresh(window.this.sql_name().lower() if isinstance(window.this, exp.Func) else "window")
-            groups.setdefault(tuple(keys), []).append((name, render(spec, scope)))
-            replaced.append((window, name))
-        if pre:
-            node = Project(node, tuple((c, q(c)) for c in node.columns) + tuple(pre))
-        for keys, calls in groups.items():
-            node = Window(node, keys, tuple(calls))
-
-        def replace(e: exp.Expression) -> exp.Expression:
-            found = next((name for seen, name in replaced if isinstance(e, exp.Window) and e == seen), None)
-            return exp.column(found, quoted=True) if found else e
-
-        return node, [p.transform(replace) for p in projections]
 
     # --- FROM / JOIN / WHERE -------------------------------------------------------------
     def relation(self, item: exp.Expression, ctes: dict[str, _Rel], scope: dict) -> tuple[Node, str]:
@@ -377,20 +311,6 @@ class Lowering:
             (self.fresh(p.alias_or_name), render(v.transform(replace), {})) for p, v in zip(select.expressions, projections)
         )
         return Project(result, exprs), tuple(p.alias_or_name for p in select.expressions)
-
-
-def _output_position(expr: exp.Expression, query: exp.Expression, outputs: tuple[str, ...]) -> int | None:
-    """Which output column an ORDER BY expression names: by position (``ORDER BY 2``), by
-    alias, or by repeating a SELECT expression; None for anything else."""
-    if isinstance(expr, exp.Literal) and not expr.is_string:
-        return int(expr.this) - 1
-    if isinstance(expr, exp.Column) and not expr.table:
-        lowered = [o.lower() for o in outputs]
-        if expr.name.lower() in lowered:
-            return lowered.index(expr.name.lower())
-    if isinstance(query, exp.Select):
-        return next((i for i, p in enumerate(query.expressions) if p.unalias() == expr), None)
-    return None
 
 
 def _agg_parts(agg: exp.AggFunc) -> tuple[str, exp.Expression | None]:

@@ -13,17 +13,12 @@ Two layouts use this:
   the highest epoch is the current one (aggregate groups).
 :mod:`~ivm_assets.state.compaction` folds either layout back to one row per distinct row / key.
 
-Every commit to a state table records the table's :class:`StateLayout` (format version,
-bucket count, how each key is hashed, columns) in its commit metadata. A refresh compares
-the recorded layout with the one it would use before it plans an incremental epoch, and
-rebuilds the view instead when they differ: keys hashed one way and looked up another would
-miss their rows. Compaction re-buckets with the recorded layout, never with a guess.
+Every commit records the table's layout (:mod:`~ivm_assets.state.layout`) in its metadata.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Literal
 
 import pyarrow as pa
@@ -43,13 +38,9 @@ from ivm_assets.errors import RefreshError
 from ivm_assets.operators.base import Batch, EpochContext, col, materialize, null_safe_match
 from ivm_assets.spark.arrow import to_arrow, to_spark
 from ivm_assets.state import consolidate, driver_rows
+from ivm_assets.state.layout import FORMAT, LAYOUT_KEY, StateLayout, hash_names, hash_type
 from ivm_assets.sql.plan import q
 from ivm_assets.zset import BUCKET, EPOCH, WEIGHT
-
-# Version of the state layout. 1: layout not recorded; 2: recorded in every commit.
-FORMAT = 2
-LAYOUT_KEY = "ivm.layout"
-
 
 # Past this size a state read is joined by broadcasting the (small) change to it instead of
 # shuffling it: a broadcast costs one extra Spark job, a shuffle of a large read costs more.
@@ -87,93 +78,6 @@ class StateRead:
 def _driver_readable(snap: SnapshotFiles) -> bool:
     """Whether these files are read on the driver when the lookup's keys are there too."""
     return snap.bytes <= DRIVER_READ_BYTES and snap.plain_parquet
-
-
-_INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
-_NUMERIC = (*_INTEGRAL, T.FloatType, T.DoubleType, T.DecimalType)
-
-
-UNHASHED = "unhashed"
-_OWN = "own"
-
-
-@dataclass(frozen=True)
-class StateLayout:
-    """How a state table is laid out: what a lookup must agree with to find its rows.
-
-    ``hashes`` says per key how it enters the bucket hash: a Spark type it is cast to,
-    ``own`` (hashed as it is) or ``unhashed`` (see :func:`hash_type`).
-    """
-
-    format: int
-    kind: str
-    buckets: int
-    keys: tuple[str, ...]
-    columns: tuple[str, ...]
-    hashes: tuple[str, ...]
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self))
-
-    @classmethod
-    def from_json(cls, text: str) -> StateLayout:
-        d = json.loads(text)
-        return cls(d["format"], d["kind"], d["buckets"], tuple(d["keys"]), tuple(d["columns"]), tuple(d["hashes"]))
-
-    def types(self) -> list:
-        """The hash types as :func:`with_bucket` takes them."""
-        parsed = {"bigint": T.LongType(), "double": T.DoubleType(), _OWN: None, UNHASHED: UNHASHED}
-        return [parsed[h] for h in self.hashes]
-
-    def difference(self, wanted: StateLayout, *, compare_hashes: bool = True) -> str | None:
-        """What differs from ``wanted`` in words ("buckets 4 → 16"), or None."""
-        for name in ("format", "kind", "buckets", "keys", "columns", *(("hashes",) if compare_hashes else ())):
-            have, want = getattr(self, name), getattr(wanted, name)
-            if have != want:
-                show = (lambda v: ", ".join(v) or "none") if isinstance(have, tuple) else str
-                return f"{name} {show(have)} → {show(want)}"
-        return None
-
-
-def hash_names(types: list) -> tuple[str, ...]:
-    """:class:`StateLayout` ``hashes`` for hash types as :func:`hash_type` gives them."""
-    return tuple(_OWN if t is None else t if t == UNHASHED else t.simpleString() for t in types)
-
-
-def default_hash_types(df: DataFrame, keys: tuple[str, ...]) -> list:
-    """Each key hashed by its own type (state that only its own operator looks up)."""
-    return [hash_type(df.schema[k].dataType) for k in keys]
-
-
-def hash_type(left: T.DataType, right: T.DataType | None = None) -> T.DataType | str | None:
-    """How a key is hashed for bucketing, so that keys Spark finds equal share a bucket.
-
-    A type to cast to (INT = BIGINT hash as BIGINT, other numbers as DOUBLE), None to hash
-    as it is (same type on both sides), or UNHASHED for pairs Spark compares through a cast
-    that could make different-looking values equal ('1.5' = 1, '2020-01-01' = a
-    timestamp): those keys do not take part in the hash, trading pruning for correctness.
-    """
-    right = left if right is None else right
-    if isinstance(left, _INTEGRAL) and isinstance(right, _INTEGRAL):
-        return T.LongType()
-    if isinstance(left, _NUMERIC) and isinstance(right, _NUMERIC):
-        return T.DoubleType()
-    if left == right:
-        return None
-    return UNHASHED
-
-
-def with_bucket(df: DataFrame, keys: tuple[str, ...], buckets: int, types: list | None = None) -> DataFrame:
-    """``df`` plus ``__bucket``: pmod(hash(keys as :func:`hash_type` says), buckets).
-
-    ``types`` defaults to :func:`hash_type` of each key's own type. Without hashed keys every
-    row goes to bucket 0.
-    """
-    types = default_hash_types(df, keys) if types is None else types
-    hashed = [df[q(k)].cast(t) if t is not None else df[q(k)] for k, t in zip(keys, types) if t != UNHASHED]
-    if not hashed:
-        return df.withColumn(BUCKET, F.lit(0))
-    return df.withColumn(BUCKET, F.pmod(F.hash(*hashed), F.lit(buckets)))
 
 
 def _by_bucket(touched: pa.Table, key: str) -> dict[str, pa.Array]:
@@ -228,7 +132,7 @@ class StateTable:
         """State rows whose key equals a key of ``touched`` (its ``touched_keys`` columns);
         with ``touched`` None, every row (a global aggregate's one group needs no keys).
 
-        ``touched`` carries ``__bucket`` computed by :func:`with_bucket` over those keys.
+        ``touched`` carries ``__bucket`` computed by :func:`~ivm_assets.state.layout.with_bucket` over those keys.
         None when the state is empty (first build, or the table does not exist yet).
         """
         uri = self.uri(ctx)
@@ -402,11 +306,10 @@ class StateTable:
                 f"state table {self.table_name} was laid out differently ({why}) from what this epoch needs; "
                 "run `ivm refresh --full` on the view to rebuild its state"
             )
-        ctx.writes.append(lambda: self._commit(ctx, rows, after, layout))
+        ctx.writes.append(StateAppend(self, rows, after, layout))
 
-    def _commit(self, ctx: EpochContext, rows: Batch, after: int | None, layout: StateLayout) -> int | None:
-        """The rows written (None: nothing to commit). May run beside the epoch's other
-        commits, in another thread (see :func:`ivm_assets.engine.execute._commit`)."""
+    def commit(self, ctx: EpochContext, rows: Batch, after: int | None, layout: StateLayout) -> int | None:
+        """Make the commit :meth:`write` queued (see :class:`StateAppend`)."""
         uri = self.uri(ctx)
         if rows.rows == 0 and not ctx.full and after is not None:
             return None  # nothing to append
@@ -436,3 +339,21 @@ class StateTable:
             )
             written = table.num_rows
         return written
+
+
+@dataclass(frozen=True)
+class StateAppend:
+    """One state table's commit in an epoch, queued by :meth:`StateTable.write` in
+    ``ctx.writes`` and made by :meth:`commit` after the operators ran: ``rows`` appended
+    (the whole state in a full epoch) right after version ``after``, ``layout`` recorded."""
+
+    table: StateTable
+    rows: Batch
+    after: int | None
+    layout: StateLayout
+
+    def commit(self, ctx: EpochContext) -> int | None:
+        """The rows written; None when there was nothing to commit (no rows, or an
+        interrupted attempt of this epoch made it). May run beside the epoch's other
+        commits, in another thread (see :func:`ivm_assets.engine.execute._commit`)."""
+        return self.table.commit(ctx, self.rows, self.after, self.layout)

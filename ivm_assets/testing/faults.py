@@ -40,11 +40,6 @@ class SimulatedCrash(BaseException):
     """Raised at a commit boundary when IVM_CRASH_MODE=raise (never caught by ivm_assets)."""
 
 
-def commits_made() -> int:
-    """Commits this process made through :mod:`ivm_assets.delta` so far (refresh statistics)."""
-    return _crossed_count["commit"]
-
-
 def reset_commit_count() -> None:
     for boundary in _crossed_count:
         _crossed_count[boundary] = 0

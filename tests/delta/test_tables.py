@@ -4,13 +4,17 @@ is skipped when another attempt of the same epoch made it, and otherwise fails i
 
 from __future__ import annotations
 
+import contextvars
 import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 import pytest
 
 from ivm_assets.delta.commit import Epoch, commit_metadata
-from ivm_assets.delta.handles import is_delta_table, latest_version, log_reads, reusing_handles
+from ivm_assets.delta.handles import is_delta_table, latest_version, reusing_handles
+from ivm_assets.delta.io_counts import counting
 from ivm_assets.delta.log import head, operations_between, transaction_version
 from ivm_assets.delta.maintenance import clean_log, rewrite
 from ivm_assets.delta.read import read_small
@@ -84,11 +88,10 @@ def test_a_compaction_of_a_moved_table_is_skipped(tmp_path):
 def test_each_version_is_read_once_while_handles_are_reused(tmp_path):
     uri = str(tmp_path / "state")
     write_epoch(uri, ROWS, epoch=_epoch(1), after=None, mode="overwrite")
-    with reusing_handles():
-        before = log_reads()
+    with reusing_handles(), counting() as io:
         assert latest_version(uri) == 0  # a listing of the log folder, no log read...
         row_count(uri, 0), file_count(uri, 0), arrow_schema(uri, 0)  # ...one read, then kept
-        assert log_reads() - before == 1
+        assert io.log_reads == 1
         # A writer takes the handle out (its commit moves it on): readers of version 0 and 1 see their own.
         assert write_epoch(uri, ROWS, epoch=_epoch(2), after=0, mode="append")
         assert row_count(uri, 0) == 2 and row_count(uri, 1) == 4
@@ -100,19 +103,40 @@ def test_a_table_this_process_wrote_last_is_not_read_again_by_the_next_refresh(t
     write_epoch(uri, ROWS, epoch=_epoch(1), after=None, mode="overwrite")
     with reusing_handles():
         assert write_epoch(uri, ROWS, epoch=_epoch(2), after=0, mode="append")
-    with reusing_handles():
-        before = log_reads()
+    with reusing_handles(), counting() as io:
         assert row_count(uri, latest_version(uri)) == 4  # the handle the commit moved on
         assert write_epoch(uri, ROWS, epoch=_epoch(3), after=1, mode="append")
-        assert log_reads() == before
+        assert io.log_reads == 0 and io.commits == 1
     # Another writer moves the table on: the kept handle (version 2) is not the version asked for.
     write(uri, ROWS, mode="append")
-    with reusing_handles():
-        before = log_reads()
+    with reusing_handles(), counting() as io:
         assert row_count(uri, latest_version(uri)) == 8
-        assert log_reads() - before == 1
+        assert io.log_reads == 1
         with pytest.raises(CommitConflictError):
             write_epoch(uri, ROWS, epoch=_epoch(4), after=2, mode="append")
+
+
+def test_refreshes_in_threads_of_one_process_count_their_own_delta_io(tmp_path):
+    # Statistics per refresh, not per process: each scope sees its own commits, those of the
+    # threads it starts for its commits (as an in-process epoch does) included.
+    both_counting = threading.Barrier(2)
+
+    def refresh(name: str, commits: int) -> int:
+        uri = str(tmp_path / name)
+        with counting() as io:
+            both_counting.wait()
+            for _ in range(commits):
+                write(uri, ROWS, mode="append")
+            with ThreadPoolExecutor(max_workers=2) as pool:
+                for done in [pool.submit(contextvars.copy_context().run, write, uri, ROWS, mode="append") for _ in range(2)]:
+                    done.result()
+            return io.commits
+
+    with counting() as everything, ThreadPoolExecutor(max_workers=2) as pool:
+        one, other = (pool.submit(contextvars.copy_context().run, refresh, name, n) for name, n in (("a", 1), ("b", 4)))
+        assert (one.result(), other.result()) == (3, 6)
+    assert everything.commits == 9  # an enclosing scope counts what the scopes inside it count
+    write(str(tmp_path / "a"), ROWS, mode="append")  # outside any scope: counted nowhere
 
 
 def test_commits_between_versions_behind_the_latest(tmp_path):

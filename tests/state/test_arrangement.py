@@ -8,7 +8,8 @@ from pyspark.sql import functions as F
 from ivm_assets.delta.commit import Epoch
 from ivm_assets.delta.snapshot import snapshot_files
 from ivm_assets.operators.base import EpochContext, materialize
-from ivm_assets.state.arrangement import ROW_GROUP_ROWS, StateTable, with_bucket
+from ivm_assets.state.arrangement import ROW_GROUP_ROWS, StateTable
+from ivm_assets.state.layout import with_bucket
 from ivm_assets.zset import BUCKET, WEIGHT
 
 
@@ -19,8 +20,8 @@ def _context(spark, root: str, *, full: bool, versions: dict | None = None, epoc
 def _written(table: StateTable, ctx: EpochContext, rows, types: list) -> None:
     """Write ``rows`` and make the commit (a refresh makes it after the operators ran)."""
     table.write(ctx, rows, types)
-    for write in ctx.writes:
-        write()
+    for append in ctx.writes:
+        append.commit(ctx)
 
 
 def test_small_change_reads_only_touched_buckets(spark, tmp_path):
