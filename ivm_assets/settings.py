@@ -10,8 +10,9 @@ process runs it. A project's own ``spark:`` settings win over ``IVM_SPARK_MASTER
                               for the warm local server); unset: local Spark
 ``IVM_SMALL_EPOCHS``          ``auto`` (default: the cost model picks) or ``spark`` (every
                               epoch in Spark, to compare the two engines or rule one out)
-``IVM_STATE_CACHE_MB``        state row groups kept in memory between refreshes (default
-                              1024; ``0`` turns the cache off)
+``IVM_STATE_CACHE_MB``        state row groups kept in memory between refreshes (default: a
+                              quarter of the memory this process may use, see
+                              :func:`usable_memory`; ``0`` turns the cache off)
 ``IVM_SPARK_CONNECT_IDLE_S``  how long an auto-started Connect server waits without a
                               client before it stops (default 1800)
 ``IVM_SPARK_CONNECT_DIR``     where that server records itself (default ``~/.ivm/spark-connect``)
@@ -35,11 +36,17 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from ivm_assets.errors import IvmError
 
-DEFAULT_STATE_CACHE_MB = 1024
+# The state cache's default share of the memory this process may use. Measured (TPC-H SF 1,
+# 22 views refreshed in turn by one process, scattered keys): their touched state needs
+# ~1.8 GiB decoded; with 1 GiB each view's row groups were pushed out before its next
+# refresh (median speed-up 3.8×, q07 0.56 s), with a quarter of 24 GiB they stayed (5.1×,
+# q07 0.31 s) for 0.8 GiB more at the peak (benchmarks/README.md).
+STATE_CACHE_SHARE = 0.25
 DEFAULT_CONNECT_IDLE_S = 1800.0
 DEFAULT_CONNECT_PORT = 15002
 SMALL_EPOCHS = ("auto", "spark")
@@ -74,11 +81,30 @@ def current(environ: Mapping[str, str] | None = None) -> Settings:
         spark_master=env.get("IVM_SPARK_MASTER") or None,
         spark_remote=env.get("IVM_SPARK_REMOTE") or None,
         small_epochs=small,
-        state_cache_bytes=int(_number(env, STATE_CACHE_ENV, DEFAULT_STATE_CACHE_MB, "a number of MiB (e.g. 1024, or 0 to turn the cache off)") * (1 << 20)),
+        state_cache_bytes=int(
+            _number(env, STATE_CACHE_ENV, usable_memory() * STATE_CACHE_SHARE / (1 << 20), "a number of MiB (e.g. 1024, or 0 to turn the cache off)")
+            * (1 << 20)
+        ),
         connect_idle_s=_number(env, "IVM_SPARK_CONNECT_IDLE_S", DEFAULT_CONNECT_IDLE_S, "a number of seconds (e.g. 1800)"),
         connect_dir=Path(env.get("IVM_SPARK_CONNECT_DIR") or Path.home() / ".ivm" / "spark-connect"),
         connect_port=int(_number(env, "IVM_SPARK_CONNECT_PORT", DEFAULT_CONNECT_PORT, "a port number (e.g. 15002)", integer=True)),
     )
+
+
+@lru_cache(maxsize=1)
+def usable_memory() -> int:
+    """Bytes of memory this process may use: the machine's, or its container's limit when
+    lower (cgroup v2 ``memory.max``, v1 ``memory.limit_in_bytes``; a container sees the
+    machine's memory in ``/proc`` and the rest through these). Read once per process."""
+    found = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    for limit in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            text = Path(limit).read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit():  # "max" (v2) or a huge number (v1): no limit
+            found = min(found, int(text))
+    return found
 
 
 def _number(env: Mapping[str, str], name: str, default: float, expected: str, *, integer: bool = False) -> float:

@@ -15,8 +15,9 @@ ones the log names). Two caches, both by that name:
 
 - footers (row counts, compressed sizes and key statistics of each row group), so choosing
   the row groups of a lookup reads no file;
-- decoded row groups, under a budget of ``IVM_STATE_CACHE_MB`` MiB (default 1024; ``0``
-  turns the cache off), least recently used first out.
+- decoded row groups, under a budget of ``IVM_STATE_CACHE_MB`` MiB (default: a quarter of
+  the memory the process may use, :func:`ivm_assets.settings.usable_memory`; ``0`` turns
+  the cache off), least recently used first out.
 
 A process that refreshes once (a Dagster run in a process of its own) gains nothing and pays
 nothing but the budget it fills; long-lived processes (``ivm serve``-style loops, the

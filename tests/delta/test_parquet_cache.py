@@ -113,3 +113,12 @@ def test_rows_that_do_not_match_the_footer_are_not_held(tmp_path):
     assert parquet_cache.held_bytes() == 0
     same = pa.table({"k": pa.array(range(400), pa.int64()), "v": pa.array([str(v) for v in range(400)])})
     assert parquet_cache.remember(file, same, "k") and parquet_cache.held_bytes() > 0
+
+
+def test_the_default_budget_is_a_quarter_of_the_memory_the_process_may_use(monkeypatch):
+    from ivm_assets import settings
+
+    monkeypatch.delenv(STATE_CACHE_ENV, raising=False)
+    physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    assert 0 < settings.usable_memory() <= physical
+    assert parquet_cache.budget_bytes() == int(settings.usable_memory() * settings.STATE_CACHE_SHARE)
