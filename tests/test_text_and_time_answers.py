@@ -129,7 +129,7 @@ def test_every_epoch_gives_sparks_answer(builder, engine, session_zone):
             change()
         results = project.refresh()
         assert all(r.mode in ("incremental", "unchanged") for r in results if r.view != "functions"), [r.summary() for r in results]
-        if engine == "in process":  # every epoch that computed something ran in process, but UPPER's (no rule)
+        if engine == "in process":  # every epoch that computed something ran in process, but UPPER's of text outside ASCII
             in_spark = {r.view: r.engine for r in results if r.mode == "incremental" and r.engine not in (None, "in process") and r.view != "functions"}
             assert not in_spark, f"epoch {step} ran in Spark: {in_spark}"
         try:

@@ -51,6 +51,17 @@ SAME = [
     "substring(`s`, 3)",
     "SUBSTRING(`s`, 2, 0) = ''",
     "year(`day`) + 1",
+    "upper(`s`)",
+    "length(`s`) + char_length(`s`)",
+    "concat(`s`, ' x ', `s`)",
+    "`s` || '-' || `s`",
+    "concat(`s`, NULL) IS NULL",
+    "trim(concat('  ', `s`, '  '))",
+    "ltrim(concat('  ', `s`, '  ')) || rtrim(concat('  ', `s`, '  '))",
+    "trim(TRAILING FROM concat(`s`, '  '))",
+    "substring(`s`, 0, 3)",
+    "substring(`s`, 0)",
+    "lower(`s`) LIKE 'pro%'",
     "NOT `s` NOT LIKE '%BOX'",
     "`s` IN ('MED BOX', 'prom', NULL)",
     "`s` NOT IN ('MED BOX')",
@@ -103,7 +114,10 @@ def _plain(value):
     ("sql", "construct"),
     [
         ("`s` / 2", "over a string"),
-        ("upper(`s`)", "UPPER"),
+        ("upper(`i`)", "UPPER over a number"),
+        ("trim(BOTH 'P' FROM `s`)", "TRIM of other characters"),
+        ("substring(`s`, -2, 1)", "SUBSTRING with a position"),
+        ("concat(`s`, `i`)", "CONCAT over a number"),
         ("`s` = 1", "Spark casts implicitly"),
         ("`f` / 2", "over a double"),
         ("`f` < CAST(`d` AS DECIMAL(38, 10))", "cast"),
@@ -134,6 +148,16 @@ def test_a_division_by_zero_fails_instead_of_guessing_sparks_answer():
     register(con)
     con.register("t", ROWS)
     with pytest.raises(duckdb.Error, match="division by zero"):
+        con.sql(f"SELECT {translated} FROM t").fetchall()
+
+
+@pytest.mark.parametrize("text", ["stra\u00dfe", "\u00e9", "e\u0301", "\U0001f600", "\u0131"])
+def test_case_mapping_outside_ascii_fails_and_goes_to_spark(text):
+    # Spark gives STRASSE for upper('straße'), DuckDB STRAẞE: such a value must not be mapped in process.
+    translated, _ = translate("upper(`s`)", TYPES)
+    con = duckdb.connect()
+    con.register("t", pa.table({"s": pa.array(["ascii", text])}))
+    with pytest.raises(duckdb.Error, match="outside ASCII"):
         con.sql(f"SELECT {translated} FROM t").fetchall()
 
 
