@@ -11,10 +11,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from ivm_assets.delta import parquet_cache
-from ivm_assets.delta.row_groups import read_row_groups, select_row_groups
-from ivm_assets.delta.write import write_epoch
 from ivm_assets.delta.commit import Epoch
+from ivm_assets.delta.row_groups import read_row_groups, select_row_groups
 from ivm_assets.delta.snapshot import snapshot_files
+from ivm_assets.delta.write import write_epoch
 
 
 @pytest.fixture(autouse=True)
