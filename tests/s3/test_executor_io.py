@@ -60,7 +60,8 @@ def test_a_partitioned_snapshot_is_read_by_the_executors(s3_project, monkeypatch
     assert df.columns == ["id", "name", "amount", "at", "part"]
     expected = _rows(5000).to_pylist() + _rows(100, 5000).to_pylist()
     for row in expected:
-        row["at"] = row["at"].replace(tzinfo=None)  # Spark hands timestamps back in the session's time zone, UTC
+        # pyspark hands a TIMESTAMP back as this process's local wall time (TZ), not the session zone's.
+        row["at"] = row["at"].astimezone().replace(tzinfo=None)
     for row in expected[5000:]:
         row["name"] = None
     got = [r.asDict() for r in df.collect()]
