@@ -95,8 +95,12 @@ def current(environ: Mapping[str, str] | None = None) -> Settings:
 def usable_memory() -> int:
     """Bytes of memory this process may use: the machine's, or its container's limit when
     lower (cgroup v2 ``memory.max``, v1 ``memory.limit_in_bytes``; a container sees the
-    machine's memory in ``/proc`` and the rest through these). Read once per process."""
-    found = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    machine's memory in ``/proc`` and the rest through these). Read once per process; 4 GiB
+    where the system does not say (no ``sysconf``)."""
+    try:
+        found = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        found = 4 << 30
     for limit in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
         try:
             text = Path(limit).read_text().strip()
