@@ -1,0 +1,73 @@
+"""String functions that DuckDB evaluates exactly as Spark does, for
+:mod:`ivm_assets.local.expressions` (whose translator takes these visits): each gives
+Spark's value row for row, or refuses the construct (:class:`Untranslatable`), or, where
+only some values differ, fails on those values in DuckDB so that the epoch goes to Spark.
+"""
+
+from __future__ import annotations
+
+import re
+
+from sqlglot import exp
+
+from ivm_assets.local.sql_types import SqlType
+from ivm_assets.local.untranslatable import Untranslatable
+
+
+class TextFunctions:
+    """Visits of string functions, taken by the translator of
+    :mod:`ivm_assets.local.expressions`, whose ``_operand`` (an operand translated and
+    checked to be of a family) they call."""
+
+    def visit_Substring(self, node: exp.Substring) -> tuple[str, SqlType]:
+        """``substring(s, pos[, len])`` with a literal position of at least 0 and a literal
+        length of at least 0: both engines count code points from 1 alike. Negative
+        positions or lengths differ between them: refused."""
+        start, length = node.args.get("start"), node.args.get("length")
+        literals = [a for a in (start, length) if a is not None]
+        if start is None or not all(isinstance(a, exp.Literal) and not a.is_string and re.fullmatch(r"\d+", a.this) for a in literals):
+            raise Untranslatable(f"SUBSTRING with a position or length other than a plain literal ({node.sql('spark')})")
+        x, _ = self._operand(node.this, "string", "SUBSTRING")
+        # Spark reads position 0 as 1 (UTF8String.substringSQL); DuckDB's range would start
+        # before the first character and take one fewer.
+        return f"substring({x}, {', '.join([str(max(int(start.this), 1)), *(a.this for a in literals[1:])])})", SqlType("string")
+
+    def visit_Length(self, node: exp.Length) -> tuple[str, SqlType]:
+        """``length(s)`` of a string: code points in both engines (an emoji is one, e + a
+        combining accent two), trailing spaces counted; Spark's INT."""
+        x, _ = self._operand(node.this, "string", "LENGTH")
+        return f"CAST(length({x}) AS INTEGER)", SqlType("number", 10, 0, integer=True)
+
+    def visit_Concat(self, node: exp.Concat) -> tuple[str, SqlType]:
+        """``concat(a, b, …)`` of strings: NULL when any part is NULL, as Spark's is
+        (DuckDB's ``concat`` skips NULLs; its ``||`` does not)."""
+        parts = [self._operand(e, "string", "CONCAT")[0] for e in node.expressions]
+        return f"({' || '.join(parts)})", SqlType("string")
+
+    def visit_DPipe(self, node: exp.DPipe) -> tuple[str, SqlType]:
+        parts = [self._operand(e, "string", "||")[0] for e in (node.this, node.expression)]
+        return f"({' || '.join(parts)})", SqlType("string")
+
+    def visit_Trim(self, node: exp.Trim) -> tuple[str, SqlType]:
+        """``trim(s)``, ``ltrim``/``rtrim`` and ``trim(LEADING|TRAILING FROM s)``: spaces
+        (U+0020) only, as Spark trims; other characters to trim are refused."""
+        if node.args.get("expression") is not None or node.args.get("collation") is not None:
+            raise Untranslatable(f"TRIM of other characters than spaces ({node.sql('spark')})")
+        x, _ = self._operand(node.this, "string", "TRIM")
+        call = {"LEADING": "ltrim", "TRAILING": "rtrim"}.get((node.args.get("position") or "BOTH").upper(), "trim")
+        return f"{call}({x}, ' ')", SqlType("string")
+
+    def visit_Upper(self, node: exp.Upper) -> tuple[str, SqlType]:
+        return self._case_mapped(node, "upper")
+
+    def visit_Lower(self, node: exp.Lower) -> tuple[str, SqlType]:
+        return self._case_mapped(node, "lower")
+
+    def _case_mapped(self, node: exp.Expression, name: str) -> tuple[str, SqlType]:
+        """``upper(s)`` / ``lower(s)`` of ASCII text, where both engines map A–Z and a–z
+        alike. Beyond ASCII they differ (``upper('straße')`` is STRASSE in Spark, STRAẞE in
+        DuckDB): a value with a character outside ASCII (its bytes outnumber its characters)
+        fails in DuckDB, and the epoch goes to Spark."""
+        x, _ = self._operand(node.this, "string", name.upper())
+        guard = f"error('{name.upper()} of text outside ASCII: case mappings differ')"
+        return f"(CASE WHEN strlen({x}) <> length({x}) THEN {guard} ELSE {name}({x}) END)", SqlType("string")
