@@ -74,8 +74,14 @@ def fenced_commit(uri: str, after: int | None, commit: Callable[[int | None], bo
             raise _conflict(uri, after) from exc
         raise
     if committed:
-        io_counts.add("commits")
-        faults.crossed("commit")
+        made_commit()
+
+
+def made_commit() -> None:
+    """After each commit ivm_assets makes: count it for the refresh's statistics and cross
+    the crash tests' commit boundary (where one may stop the process)."""
+    io_counts.add("commits")
+    faults.crossed("commit")
 
 
 def _conflict(uri: str, after: int | None) -> CommitConflictError:

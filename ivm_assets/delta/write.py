@@ -13,14 +13,13 @@ import pyarrow.compute as pc
 from deltalake import CommitProperties, WriterProperties, write_deltalake
 from pyspark.sql import DataFrame
 
-from ivm_assets.delta import io_counts, parquet_cache, storage, storage_errors
-from ivm_assets.delta.commit import Epoch, commit_epoch
+from ivm_assets.delta import parquet_cache, storage, storage_errors
+from ivm_assets.delta.commit import Epoch, commit_epoch, made_commit
 from ivm_assets.delta.handles import keep_moved, writable
 from ivm_assets.delta.log import commit_actions
 from ivm_assets.delta.properties import CDF_ON, new_table_configuration
 from ivm_assets.delta.staging import commit_staged, stage_files
 from ivm_assets.spark.arrow import to_arrow
-from ivm_assets.testing import faults
 
 
 def write(uri: str, data: DataFrame | pa.Table, *, mode: Literal["append", "overwrite"]) -> None:
@@ -31,8 +30,7 @@ def write(uri: str, data: DataFrame | pa.Table, *, mode: Literal["append", "over
         write_deltalake(
             uri, table, mode=mode, schema_mode="overwrite" if mode == "overwrite" else None, storage_options=storage.options_for(uri)
         )
-    io_counts.add("commits")
-    faults.crossed("commit")
+    made_commit()
 
 
 def write_epoch(

@@ -10,7 +10,6 @@ from __future__ import annotations
 import pyarrow as pa
 
 from ivm_assets import decimal_rules
-
 from ivm_assets.duckdb_names import q
 from ivm_assets.local.division import decimal_divide
 from ivm_assets.local.expressions import translate

@@ -137,6 +137,7 @@ def test_refreshes_in_threads_of_one_process_count_their_own_delta_io(tmp_path):
         assert (one.result(), other.result()) == (3, 6)
     assert everything.commits == 9  # an enclosing scope counts what the scopes inside it count
     write(str(tmp_path / "a"), ROWS, mode="append")  # outside any scope: counted nowhere
+    assert everything.commits == 9
 
 
 def test_commits_between_versions_behind_the_latest(tmp_path):
