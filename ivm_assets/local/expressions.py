@@ -30,7 +30,7 @@ construct, which keeps that view's epochs in Spark. The rules:
   ``substring``, ``length``, ``concat``/``||``, ``trim`` of spaces, ``upper``/``lower`` of
   ASCII text;
 - window functions (the window operator's): ROW_NUMBER, RANK, DENSE_RANK, COUNT, SUM of
-  integers, MIN and MAX over the default frame, partitioned and ordered by columns of the
+  integers and DECIMALs of up to 18 digits, MIN and MAX over the default frame, partitioned and ordered by columns of the
   value families, NULL order as Spark's;
 - functions and other casts: refused.
 """
@@ -45,7 +45,7 @@ from functools import lru_cache
 from sqlglot import exp, parse_one
 from sqlglot.errors import ParseError
 
-from ivm_assets.decimal_rules import MAX_PRECISION, divide_type
+from ivm_assets.decimal_rules import MAX_PRECISION, divide_type, sum_type
 from ivm_assets.duckdb_names import q
 from ivm_assets.local.division import decimal_divide, nonzero
 from ivm_assets.local.sql_types import BOOL, DOUBLE, FAMILIES, INT_NAMES, NULL, VALUE_FAMILIES, SqlType, common_type, fit_decimal
@@ -304,7 +304,7 @@ class _Translator(TextFunctions):
     _RANKING = {"RowNumber": "row_number()", "Rank": "rank()", "DenseRank": "dense_rank()"}
 
     def visit_Window(self, node: exp.Window) -> tuple[str, SqlType]:
-        """A ranking function, or COUNT / SUM (of integers) / MIN / MAX over the default
+        """A ranking function, or COUNT / SUM (of integers and DECIMALs) / MIN / MAX over the default
         frame, partitioned and ordered by columns of the value families. Spark's NULL order
         is written out (ASC: NULLS FIRST); orders and partitions by floats are refused
         (Spark normalises −0.0 and NaN there)."""
@@ -321,9 +321,7 @@ class _Translator(TextFunctions):
             if isinstance(func, exp.Count):
                 call, t = f"count({x})", SqlType("number", 19, 0, integer=True)
             elif isinstance(func, exp.Sum):
-                if not xt.integer:
-                    raise Untranslatable(f"SUM OVER a {xt.family} that is not an integer")
-                call, t = f"sum({x})", SqlType("number", 19, 0, integer=True)
+                call, t = f"sum({x})", self._window_sum_type(xt)
             else:
                 call, t = f"{name.lower()}({x})", xt
         else:
@@ -339,9 +337,23 @@ class _Translator(TextFunctions):
         over = " ".join(x for x in (
             f"PARTITION BY {', '.join(partition)}" if partition else "", f"ORDER BY {', '.join(order)}" if order else "") if x)
         window = f"{call} OVER ({over})"
-        if isinstance(func, exp.Sum):
-            window = f"CAST({window} AS BIGINT)"  # Spark's type; past its range an error in both
+        if isinstance(func, exp.Sum):  # Spark's type; past its range an error in DuckDB (the epoch goes to Spark)
+            window = f"CAST({window} AS {'BIGINT' if t.integer else f'DECIMAL({t.precision}, {t.scale})'})"
         return f"({window})", t
+
+    @staticmethod
+    def _window_sum_type(xt: SqlType) -> SqlType:
+        """SUM OVER's type, as Spark gives it: BIGINT over integers, DECIMAL(p + 10, s) over
+        DECIMAL(p, s). Only up to 18 digits: Spark's running sum is bounded by the result type
+        on the way (past it NULL, or an error under ANSI), DuckDB's only by 38 digits, and an
+        order that passes p + 10 digits between two rows must be out of reach (10¹⁰ rows of
+        the largest values)."""
+        if xt.integer:
+            return SqlType("number", 19, 0, integer=True)
+        precision, scale = xt.as_decimal()
+        if xt.family != "number" or precision > 18:
+            raise Untranslatable(f"SUM OVER a {xt.family}" + (f" of {precision} digits" if xt.family == "number" else ""))
+        return SqlType("number", *sum_type(precision, scale))
 
 
 def _like_pattern(pattern: str, escape: str) -> str:

@@ -86,6 +86,7 @@ EVERY_KIND_OF_JOIN = {
     "except_all": "SELECT cust FROM orders EXCEPT ALL SELECT qty FROM orders",
     "window": "SELECT id, RANK() OVER (PARTITION BY cust ORDER BY qty) AS r, SUM(qty) OVER (PARTITION BY region) AS s FROM orders",
     "firsts": "SELECT id, cust, n FROM (SELECT id, cust, ROW_NUMBER() OVER (PARTITION BY cust ORDER BY qty DESC, id) AS n FROM orders) WHERE n <= 2",
+    "running": "SELECT id, cust, SUM(amount) OVER (PARTITION BY cust ORDER BY qty) AS total FROM orders",
 }
 
 

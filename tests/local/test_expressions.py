@@ -110,6 +110,36 @@ def _plain(value):
     return value
 
 
+WINDOW_SUMS = [
+    "SUM(`d`) OVER (PARTITION BY `flag` ORDER BY `i`)",
+    "SUM(`d` + `e`) OVER (ORDER BY `day` DESC)",
+    "SUM(`d`) OVER ()",
+    "SUM(`b`) OVER (PARTITION BY `flag`)",
+]
+
+
+@pytest.mark.parametrize("sql", WINDOW_SUMS)
+def test_window_sums_equal_spark_value_and_type(spark, sql):
+    """SUM OVER integers and DECIMALs (of up to 18 digits): each row's value and the type,
+    DECIMAL(p + 10, s), as Spark's."""
+    translated, found = translate(sql, TYPES)
+    con = duckdb.connect()
+    con.register("t", ROWS)
+    ours = con.sql(f"SELECT i, {translated} AS w FROM t")
+    theirs = to_spark(spark, ROWS).selectExpr("i", f"{sql} AS w")
+    spark_type = theirs.schema["w"].dataType
+    if found.integer:
+        assert spark_type.simpleString() == "bigint" and str(ours.types[1]) == "BIGINT"
+    else:
+        assert (spark_type.precision, spark_type.scale) == (found.precision, found.scale)
+        assert str(ours.types[1]) == f"DECIMAL({found.precision},{found.scale})"
+
+    def rows(found_rows):
+        return sorted(((i, _plain(w)) for i, w in found_rows), key=lambda r: (r[0] is not None, r[0]))
+
+    assert rows(ours.fetchall()) == rows(theirs.collect())
+
+
 @pytest.mark.parametrize(
     ("sql", "construct"),
     [
@@ -120,6 +150,8 @@ def _plain(value):
         ("concat(`s`, `i`)", "CONCAT over a number"),
         ("`s` = 1", "Spark casts implicitly"),
         ("`f` / 2", "over a double"),
+        ("SUM(`f`) OVER (ORDER BY `i`)", "SUM OVER over a double"),
+        ("SUM(`d` * `d`) OVER (ORDER BY `i`)", "SUM OVER a number of 31 digits"),
         ("`f` < CAST(`d` AS DECIMAL(38, 10))", "cast"),
         ("CAST(`s` AS INT)", "cast"),
         ("`s` LIKE `s`", "LIKE with a pattern"),
