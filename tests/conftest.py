@@ -23,6 +23,21 @@ os.environ.setdefault("IVM_SPARK_MASTER", "local[2]")
 from tests.s3.server import s3_project, s3_server  # noqa: E402,F401
 
 
+# scripts/test.sh runs the suite in two workers, a file each at a time, handed out in
+# collection order; the longest files (by --durations, 2026-11-26) go first, so that none of
+# them starts last and runs alone while the other worker has nothing left to do.
+LONGEST_FIRST = (
+    "tests/test_spark_answers.py", "tests/test_sql_steps.py", "tests/spark/test_cluster.py", "tests/test_install.py",
+    "tests/test_tpch.py", "tests/test_concurrency.py", "tests/s3/test_executor_io.py", "tests/test_text_and_time_answers.py",
+    "tests/operators/test_cancelling_changes.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable: each file's order kept
+
+
 @pytest.fixture(scope="session")
 def spark():
     from ivm_assets.spark.session import get_spark, stop_spark
