@@ -77,8 +77,10 @@ def venv(wheel, tmp_path_factory) -> Venv:
     """A fresh venv with the wheel and its runtime dependencies only."""
     root = tmp_path_factory.mktemp("user")
     subprocess.run([sys.executable, "-m", "venv", str(root / "venv")], check=True, timeout=120)
+    # --no-compile: pip would byte-compile every installed module (pyspark's and dagster's
+    # thousands: a third of the install's time); the few these tests import compile as they load.
     install = subprocess.run(
-        [str(root / "venv" / "bin" / "python"), "-m", "pip", "install", "--quiet", str(wheel), "-c", str(REPO / "constraints.txt")],
+        [str(root / "venv" / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-compile", str(wheel), "-c", str(REPO / "constraints.txt")],
         cwd=root, capture_output=True, text=True, timeout=900,
     )
     assert install.returncode == 0, install.stderr
