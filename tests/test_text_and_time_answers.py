@@ -59,7 +59,8 @@ VIEWS = {
     "compared": "SELECT id, s FROM text WHERE s > 'a' AND s <> 'b%_c'",
     "trailing_space": "SELECT id FROM text WHERE s = 'a' OR t = 'x '",
     "like": "SELECT id, s FROM text WHERE s LIKE 'a%' OR s LIKE '_' OR t LIKE '%'",
-    "substrings": "SELECT id, substring(s, 1, 1) AS a, substring(t, 2) AS b, year(d) AS y FROM text WHERE substring(s, 1, 2) <> 'b%'",
+    "substrings": "SELECT id, substring(s, 1, 1) AS a, substring(t, 2) AS b, year(d) AS y, month(ntz) AS m, day(d) AS dd "
+    "FROM text WHERE substring(s, 1, 2) <> 'b%'",
     "not_like": "SELECT id, s FROM text WHERE s NOT LIKE 'a%' AND t NOT LIKE '%x'",
     "like_escape": "SELECT id FROM text WHERE s LIKE 'b\\\\%\\\\_c' OR s LIKE 'b!%!_%' ESCAPE '!'",
     "joined": "SELECT l.id AS lid, r.id AS rid, l.s FROM text l JOIN other r ON l.s = r.s",
@@ -75,7 +76,9 @@ VIEWS = {
     "timestamps": "SELECT ts, ntz, COUNT(*) AS n FROM text GROUP BY ts, ntz",
     "ltz_vs_ntz": "SELECT id FROM text WHERE ts = ntz OR ts < ntz",
     "time_range": "SELECT MIN(ts) AS lo, MAX(ntz) AS hi, MIN(d) AS d0, MAX(d) AS d1 FROM text",
-    "by_day": "SELECT CAST(ts AS DATE) AS day, COUNT(*) AS n FROM text GROUP BY CAST(ts AS DATE)",
+    # year/month/day/quarter of a TIMESTAMP: its date in the session zone (New York's here).
+    "by_day": "SELECT CAST(ts AS DATE) AS day, year(ts) AS y, month(ts) AS m, dayofmonth(ts) AS dd, quarter(ts) AS q, COUNT(*) AS n "
+    "FROM text GROUP BY CAST(ts AS DATE), year(ts), month(ts), dayofmonth(ts), quarter(ts)",
 }
 
 

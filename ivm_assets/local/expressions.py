@@ -26,8 +26,9 @@ construct, which keeps that view's epochs in Spark. The rules:
   DECIMALs in floating point). A division by zero fails here, and Spark decides;
 - ``CAST(x AS DATE)`` of a TIMESTAMP (its date in the session zone, the connection's) or
   TIMESTAMP_NTZ (its date part);
-- ``year(d)`` of a DATE; string functions (:mod:`~ivm_assets.local.text_functions`):
-  ``substring``, ``length``, ``concat``/``||``, ``trim`` of spaces, ``upper``/``lower`` of
+- ``year``/``month``/``day``/``quarter`` of a DATE or a TIMESTAMP (of its date, as above);
+  string functions (:mod:`~ivm_assets.local.text_functions`): ``substring``, ``length``,
+  ``concat``/``||``, ``trim`` of spaces, ``upper``/``lower`` of
   ASCII text;
 - window functions (the window operator's): ROW_NUMBER, RANK, DENSE_RANK, COUNT, SUM of
   integers and DECIMALs of up to 18 digits, MIN and MAX over the default frame, partitioned and ordered by columns of the
@@ -47,6 +48,7 @@ from sqlglot.errors import ParseError
 
 from ivm_assets.decimal_rules import MAX_PRECISION, divide_type, sum_type
 from ivm_assets.duckdb_names import q
+from ivm_assets.local.date_functions import DateFunctions
 from ivm_assets.local.division import decimal_divide, nonzero
 from ivm_assets.local.sql_types import BOOL, DOUBLE, FAMILIES, INT_NAMES, NULL, VALUE_FAMILIES, SqlType, common_type, fit_decimal
 from ivm_assets.local.text_functions import TextFunctions
@@ -67,7 +69,7 @@ _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _COMPARISONS = {exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">=", exp.NullSafeEQ: "IS NOT DISTINCT FROM"}
 
 
-class _Translator(TextFunctions):
+class _Translator(TextFunctions, DateFunctions):
     def __init__(self, columns: dict[str, SqlType]) -> None:
         self.columns = columns
 
@@ -292,13 +294,6 @@ class _Translator(TextFunctions):
     def visit_Coalesce(self, node: exp.Coalesce) -> tuple[str, SqlType]:
         items = [self(e) for e in [node.this, *node.expressions]]
         return f"COALESCE({', '.join(s for s, _ in items)})", common_type([t for _, t in items], "COALESCE")
-
-
-    def visit_Year(self, node: exp.Year) -> tuple[str, SqlType]:
-        """``year(d)`` of a DATE (proleptic Gregorian in both engines); Spark's INT."""
-        arg = node.this.this if isinstance(node.this, exp.TsOrDsToDate) else node.this
-        x, _ = self._operand(arg, "date", "YEAR")
-        return f"CAST(year({x}) AS INTEGER)", SqlType("number", 10, 0, integer=True)
 
     # --- window functions (the window operator's calls) ------------------------------------
     _RANKING = {"RowNumber": "row_number()", "Rank": "rank()", "DenseRank": "dense_rank()"}

@@ -51,6 +51,7 @@ SAME = [
     "substring(`s`, 3)",
     "SUBSTRING(`s`, 2, 0) = ''",
     "year(`day`) + 1",
+    "month(`day`) * 100 + day(`day`) + quarter(`day`) + dayofmonth(`day`)",
     "upper(`s`)",
     "length(`s`) + char_length(`s`)",
     "concat(`s`, ' x ', `s`)",
