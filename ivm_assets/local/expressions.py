@@ -190,12 +190,14 @@ class _Translator(TextFunctions, DateFunctions):
 
     def visit_Div(self, node: exp.Div) -> tuple[str, SqlType]:
         what = f"/ in {node.sql('spark')}"
-        (left, lt), (right, rt) = (self._operand(side, "number", what) for side in (node.this, node.expression))
+        (left, lt), (right, rt) = (self._operand(side, ("number", "double"), what) for side in (node.this, node.expression))
         if NULL in (lt, rt):
             return "NULL", NULL
-        if lt.integer and rt.integer:
-            # Spark divides integers as DOUBLE; by zero it fails (ANSI) or gives NULL: DuckDB
-            # fails here too, and Spark's epoch decides.
+        if DOUBLE in (lt, rt) or (lt.integer and rt.integer):
+            # Spark divides integers, and anything beside a DOUBLE, as DOUBLEs (IEEE division,
+            # bit for bit in both engines); by zero (−0.0 too) it fails (ANSI) or gives NULL:
+            # DuckDB fails here too, and Spark's epoch decides.
+            common_type([lt, rt], what)  # refuses a DECIMAL that would widen otherwise than in Spark
             return f"(CAST({left} AS DOUBLE) / CAST({nonzero(right)} AS DOUBLE))", SqlType("double")
         precision, scale = divide_type(lt.as_decimal(), rt.as_decimal())
         return decimal_divide(left, right, precision, scale), SqlType("number", precision, scale)
