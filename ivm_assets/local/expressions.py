@@ -21,7 +21,7 @@ construct, which keeps that view's epochs in Spark. The rules:
   Spark reads them), CASE and COALESCE; the operands of one
   comparison must be of one family (numbers, text, dates, …): Spark's implicit casts
   between families ('1.0' = 1) are not mirrored;
-- ``/``: integers in double precision as Spark does; DECIMALs by :func:`~ivm_assets.local.division.spark_divide`, a
+- ``/``: integers, and anything beside a DOUBLE, in double precision as Spark does; DECIMALs by :func:`~ivm_assets.local.division.spark_divide`, a
   Python function registered in DuckDB that rounds as Spark does (DuckDB itself divides
   DECIMALs in floating point). A division by zero fails here, and Spark decides;
 - ``CAST(x AS DATE)`` of a TIMESTAMP (its date in the session zone, the connection's) or
