@@ -69,10 +69,12 @@ VIEWS = {
     "top_desc": "SELECT id, s FROM text ORDER BY s DESC, id LIMIT 4",
     "top_nulls": "SELECT id, t FROM text ORDER BY t, id LIMIT 3",
     "in_list": f"SELECT id FROM text WHERE s IN ('a', '{COMPOSED}', '\U0001f600', '')",
-    "case_coalesce": "SELECT id, COALESCE(t, s, 'none') AS c, CASE WHEN s IS NULL THEN 0 WHEN s < 'b' THEN 1 ELSE 2 END AS k FROM text",
+    "case_coalesce": "SELECT id, COALESCE(t, s, 'none') AS c, CASE WHEN s IS NULL THEN 0 WHEN s < 'b' THEN 1 ELSE 2 END AS k, "
+    "nullif(t, 'x') AS nt FROM text",
     "functions": "SELECT id, upper(s) AS u, length(s) AS len, concat(s, t) AS c, substring(s, 0, 2) AS sub, trim(t) AS tr FROM text",
     "dates": "SELECT d, COUNT(*) AS n FROM text WHERE d >= DATE '1582-10-01' AND d < DATE '2024-02-29' + INTERVAL 1 DAY GROUP BY d",
-    "date_math": "SELECT id, d FROM text WHERE d < CAST('1970-01-01' AS DATE) + INTERVAL 1 MONTH AND d BETWEEN DATE '0001-01-01' AND DATE '9999-12-31'",
+    "date_math": "SELECT id, d, date_sub(d, 3) AS before, date_add(d, 1) AS next FROM text "
+    "WHERE d < CAST('1970-01-01' AS DATE) + INTERVAL 1 MONTH AND d BETWEEN DATE '0001-01-01' AND DATE '9999-12-31'",
     "timestamps": "SELECT ts, ntz, COUNT(*) AS n FROM text GROUP BY ts, ntz",
     "ltz_vs_ntz": "SELECT id FROM text WHERE ts = ntz OR ts < ntz",
     "time_range": "SELECT MIN(ts) AS lo, MAX(ntz) AS hi, MIN(d) AS d0, MAX(d) AS d1 FROM text",

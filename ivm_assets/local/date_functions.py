@@ -6,11 +6,13 @@ from __future__ import annotations
 from sqlglot import exp
 
 from ivm_assets.local.sql_types import SqlType
+from ivm_assets.local.untranslatable import Untranslatable
 
 
 class DateFunctions:
-    """Visits of ``year``, ``month``, ``day`` (``dayofmonth``) and ``quarter``, taken by the
-    translator of :mod:`ivm_assets.local.expressions`, whose ``_operand`` they call."""
+    """Visits of ``year``, ``month``, ``day`` (``dayofmonth``), ``quarter`` and
+    ``date_add``/``date_sub``, taken by the translator of :mod:`ivm_assets.local.expressions`,
+    whose ``_operand`` they call."""
 
     def _date_part(self, node: exp.Func, part: str) -> tuple[str, SqlType]:
         """``year``/``month``/``day``/``quarter`` of a DATE, or of a TIMESTAMP's date in the
@@ -35,3 +37,18 @@ class DateFunctions:
 
     def visit_Quarter(self, node: exp.Quarter) -> tuple[str, SqlType]:
         return self._date_part(node, "quarter")
+
+    def visit_TsOrDsAdd(self, node: exp.TsOrDsAdd) -> tuple[str, SqlType]:
+        """``date_add(d, n)`` (``date_sub(d, n)`` reaches here as ``date_add(d, n * -1)``) of
+        a DATE, or of a TIMESTAMP's date, and an integer of at most INT's range: ``n`` days
+        later in both engines. Past the range of dates DuckDB fails, and Spark decides."""
+        unit = node.args.get("unit")
+        if unit is not None and unit.name.upper() != "DAY":
+            raise Untranslatable(f"DATE_ADD by {unit.name}")
+        x, t = self._operand(node.this, ("date", "timestamp"), "DATE_ADD")
+        n, nt = self._operand(node.expression, "number", "DATE_ADD's days")
+        if nt.family == "number" and not (nt.integer and nt.precision <= 10):
+            raise Untranslatable(f"DATE_ADD by a number that is not an INT ({node.sql('spark')})")
+        if t.family == "timestamp":
+            x = f"CAST({x} AS DATE)"
+        return f"CAST(({x} + CAST({n} AS INTEGER)) AS DATE)", SqlType("date")

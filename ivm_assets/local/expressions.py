@@ -18,7 +18,7 @@ construct, which keeps that view's epochs in Spark. The rules:
   DECIMAL(38, s) operands (an overflow is an error in both, not a different value);
 - comparisons, ``<=>``, BETWEEN, IN, IS [NOT] NULL, AND/OR/NOT (three-valued in both), LIKE
   and NOT LIKE with a literal pattern (its escapes, ``\\`` or an ESCAPE character, read as
-  Spark reads them), CASE and COALESCE; the operands of one
+  Spark reads them), CASE, COALESCE and NULLIF; the operands of one
   comparison must be of one family (numbers, text, dates, …): Spark's implicit casts
   between families ('1.0' = 1) are not mirrored;
 - ``/``: integers, and anything beside a DOUBLE, in double precision as Spark does; DECIMALs by :func:`~ivm_assets.local.division.spark_divide`, a
@@ -26,7 +26,8 @@ construct, which keeps that view's epochs in Spark. The rules:
   DECIMALs in floating point). A division by zero fails here, and Spark decides;
 - ``CAST(x AS DATE)`` of a TIMESTAMP (its date in the session zone, the connection's) or
   TIMESTAMP_NTZ (its date part);
-- ``year``/``month``/``day``/``quarter`` of a DATE or a TIMESTAMP (of its date, as above);
+- ``year``/``month``/``day``/``quarter`` of a DATE or a TIMESTAMP (of its date, as above),
+  ``date_add``/``date_sub`` of one by an INT;
   string functions (:mod:`~ivm_assets.local.text_functions`): ``substring``, ``length``,
   ``concat``/``||``, ``trim`` of spaces, ``upper``/``lower`` of
   ASCII text;
@@ -224,6 +225,12 @@ class _Translator(TextFunctions, DateFunctions):
         return f"({left} {_COMPARISONS[type(node)]} {right})", BOOL
 
     visit_EQ = visit_NEQ = visit_LT = visit_LTE = visit_GT = visit_GTE = visit_NullSafeEQ = _compare
+
+    def visit_Nullif(self, node: exp.Nullif) -> tuple[str, SqlType]:
+        """Spark's ``If(a = b, NULL, a)``: compared as ``=`` compares, typed as ``a``."""
+        value, t = self(node.this)
+        equal, _ = self._compare(exp.EQ(this=node.this.copy(), expression=node.expression.copy()))
+        return f"(CASE WHEN {equal} THEN NULL ELSE {value} END)", t
 
     def _logic(self, node: exp.Expression, op: str) -> tuple[str, SqlType]:
         (left, _), (right, _) = (self._operand(side, "boolean", op) for side in (node.this, node.expression))
