@@ -101,13 +101,18 @@ SAME = [
 ]
 
 
-@pytest.mark.parametrize("sql", SAME)
-def test_values_equal_spark(spark, sql):
-    translated, _ = translate(sql, TYPES)
+def _in_duckdb(select: str) -> duckdb.DuckDBPyRelation:
+    """``SELECT select FROM t`` over ``ROWS`` in DuckDB, with the engine's functions registered."""
     con = duckdb.connect()
     register(con)
     con.register("t", ROWS)
-    ours = [r[0] for r in con.sql(f"SELECT {translated} FROM t").fetchall()]
+    return con.sql(f"SELECT {select} FROM t")
+
+
+@pytest.mark.parametrize("sql", SAME)
+def test_values_equal_spark(spark, sql):
+    translated, _ = translate(sql, TYPES)
+    ours = [r[0] for r in _in_duckdb(translated).fetchall()]
     theirs = [r[0] for r in to_spark(spark, ROWS).selectExpr(sql).collect()]
     assert [_plain(v) for v in ours] == [_plain(v) for v in theirs]
 
@@ -134,9 +139,7 @@ def test_window_sums_equal_spark_value_and_type(spark, sql):
     """SUM OVER integers and DECIMALs (of up to 18 digits): each row's value and the type,
     DECIMAL(p + 10, s), as Spark's."""
     translated, found = translate(sql, TYPES)
-    con = duckdb.connect()
-    con.register("t", ROWS)
-    ours = con.sql(f"SELECT i, {translated} AS w FROM t")
+    ours = _in_duckdb(f"i, {translated} AS w")
     theirs = to_spark(spark, ROWS).selectExpr("i", f"{sql} AS w")
     spark_type = theirs.schema["w"].dataType
     if found.integer:
@@ -189,11 +192,8 @@ def test_decimal_products_spark_rounds_are_refused():
 @pytest.mark.parametrize("sql", ["`d` / `e`", "`i` / `f`"])  # `f` holds −0.0: a zero too
 def test_a_division_by_zero_fails_instead_of_guessing_sparks_answer(sql):
     translated, _ = translate(sql, TYPES)
-    con = duckdb.connect()
-    register(con)
-    con.register("t", ROWS)
     with pytest.raises(duckdb.Error, match="division by zero"):
-        con.sql(f"SELECT {translated} FROM t").fetchall()
+        _in_duckdb(translated).fetchall()
 
 
 @pytest.mark.parametrize("text", ["stra\u00dfe", "\u00e9", "e\u0301", "\U0001f600", "\u0131"])
