@@ -40,15 +40,14 @@ class DateFunctions:
 
     def visit_TsOrDsAdd(self, node: exp.TsOrDsAdd) -> tuple[str, SqlType]:
         """``date_add(d, n)`` (``date_sub(d, n)`` reaches here as ``date_add(d, n * -1)``) of
-        a DATE, or of a TIMESTAMP's date, and an integer of at most INT's range: ``n`` days
-        later in both engines. Past the range of dates DuckDB fails, and Spark decides."""
+        a DATE by an integer of at most INT's range: ``n`` days later in both engines. Past
+        the range of dates DuckDB fails, and Spark decides. Of a TIMESTAMP (Spark casts it
+        to a DATE first): not rendered."""
         unit = node.args.get("unit")
         if unit is not None and unit.name.upper() != "DAY":
             raise Untranslatable(f"DATE_ADD by {unit.name}")
-        x, t = self._operand(node.this, ("date", "timestamp"), "DATE_ADD")
+        x, _ = self._operand(node.this, "date", "DATE_ADD")
         n, nt = self._operand(node.expression, "number", "DATE_ADD's days")
         if nt.family == "number" and not (nt.integer and nt.precision <= 10):
             raise Untranslatable(f"DATE_ADD by a number that is not an INT ({node.sql('spark')})")
-        if t.family == "timestamp":
-            x = f"CAST({x} AS DATE)"
         return f"CAST(({x} + CAST({n} AS INTEGER)) AS DATE)", SqlType("date")

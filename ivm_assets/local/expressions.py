@@ -27,13 +27,13 @@ construct, which keeps that view's epochs in Spark. The rules:
 - ``CAST(x AS DATE)`` of a TIMESTAMP (its date in the session zone, the connection's) or
   TIMESTAMP_NTZ (its date part);
 - ``year``/``month``/``day``/``quarter`` of a DATE or a TIMESTAMP (of its date, as above),
-  ``date_add``/``date_sub`` of one by an INT;
+  ``date_add``/``date_sub`` of a DATE by an INT;
   string functions (:mod:`~ivm_assets.local.text_functions`): ``substring``, ``length``,
   ``concat``/``||``, ``trim`` of spaces, ``upper``/``lower`` of
   ASCII text;
 - window functions (the window operator's): ROW_NUMBER, RANK, DENSE_RANK, COUNT, SUM of
-  integers and DECIMALs of up to 18 digits, MIN and MAX over the default frame, partitioned and ordered by columns of the
-  value families, NULL order as Spark's;
+  integers and DECIMALs of up to 18 digits, MIN and MAX over the default frame,
+  partitioned and ordered by columns of the value families, NULL order as Spark's;
 - functions and other casts: refused.
 """
 

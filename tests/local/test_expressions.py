@@ -165,6 +165,7 @@ def test_window_sums_equal_spark_value_and_type(spark, sql):
         ("`s` = 1", "Spark casts implicitly"),
         ("SUM(`f`) OVER (ORDER BY `i`)", "SUM OVER over a double"),
         ("date_add(`day`, `b`)", "not an INT"),
+        ("date_add(`s`, 1)", "DATE_ADD over a string"),
         ("nullif(`s`, 1)", "Spark casts implicitly"),
         ("SUM(`d` * `d`) OVER (ORDER BY `i`)", "SUM OVER a number of 31 digits"),
         ("`f` < CAST(`d` AS DECIMAL(38, 10))", "cast"),
