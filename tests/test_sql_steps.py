@@ -65,7 +65,6 @@ import yaml
 
 from tests.conftest import assert_oracle, output_rows
 from tests.operators.harness import epochs_alternating
-from ivm_assets.spark.session import tuned_for
 
 # IVM_STEP_FIXTURES points the runner at another folder of fixtures (to try one out).
 STEPS_DIR = Path(os.environ.get("IVM_STEP_FIXTURES") or Path(__file__).parent / "fixtures" / "steps")
@@ -263,13 +262,10 @@ def _check(run: FileRun, results, expect: dict | None, modes: dict[str, str], de
         expected = normalized_bag(tuple(r) for r in rows)
         if actual != expected:
             problems.append(f"{view}: contents differ\n    actual:   {actual}\n    expected: {expected}")
-    # The oracle's EXCEPT ALL jobs over a handful of rows: few shuffle partitions, as the
-    # engine itself uses for small epochs (the comparison does not depend on them).
-    with tuned_for(project.spark, small=True):
-        try:
-            assert_oracle(project)
-        except AssertionError as exc:
-            problems.append(f"oracle: {str(exc).splitlines()[0]}")
+    try:
+        assert_oracle(project)
+    except AssertionError as exc:
+        problems.append(f"oracle: {str(exc).splitlines()[0]}")
     assert not problems, "\n".join(problems)
 
 

@@ -22,7 +22,6 @@ import pyarrow as pa
 import pytest
 
 from ivm_assets.delta.write import delete_rows, update_rows, write
-from ivm_assets.spark.session import tuned_for
 from tests.conftest import assert_oracle
 
 UTC = dt.timezone.utc
@@ -138,7 +137,6 @@ def test_every_epoch_gives_sparks_answer(builder, engine, session_zone):
             in_spark = {r.view: r.engine for r in results if r.mode == "incremental" and r.engine not in (None, "in process") and r.view != "functions"}
             assert not in_spark, f"epoch {step} ran in Spark: {in_spark}"
         try:
-            with tuned_for(project.spark, small=True):  # a handful of rows: one partition, interpreted
-                assert_oracle(project, as_written=True)
+            assert_oracle(project, as_written=True)
         except AssertionError as exc:
             raise AssertionError(f"after epoch {step} ({session_zone}): {exc}") from exc

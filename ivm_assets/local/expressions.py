@@ -354,9 +354,11 @@ class _Translator(TextFunctions, DateFunctions):
         the largest values)."""
         if xt.integer:
             return SqlType("number", 19, 0, integer=True)
+        if xt.family != "number":
+            raise Untranslatable(f"SUM OVER a {xt.family}")
         precision, scale = xt.as_decimal()
-        if xt.family != "number" or precision > 18:
-            raise Untranslatable(f"SUM OVER a {xt.family}" + (f" of {precision} digits" if xt.family == "number" else ""))
+        if precision > 18:
+            raise Untranslatable(f"SUM OVER a number of {precision} digits")
         return SqlType("number", *sum_type(precision, scale))
 
 
