@@ -135,10 +135,18 @@ def test_connect_sessions_take_hadoop_settings_and_refuse_server_settings(connec
 # --- a standalone cluster ------------------------------------------------------------------
 
 
+# Both projects refresh in one child process, one driver and one executor: each costs ~20 s
+# of CPU to start on this machine, and the suite must stay under 20 minutes. The demo (a
+# local folder every node shares) goes first; the S3 project's ivm.yaml names the same
+# master, and its storage options reach the executors with each read and write. Its change
+# between the two refreshes is written there too, through the project's registered options.
 _REFRESH_ON_CLUSTER = """
 import json, sys
-from pathlib import Path
+from decimal import Decimal
+import pyarrow as pa
 from ivm_assets import IvmProject
+from ivm_assets.delta.snapshot import arrow_schema
+from ivm_assets.delta.write import delete_rows, write
 from ivm_assets.demo import apply_demo_changes, create_demo_project
 from ivm_assets.engine.oracle import check_view
 from ivm_assets.spark.cluster import master_of
@@ -147,82 +155,57 @@ root = create_demo_project(sys.argv[1], customers=200, products=40, orders=2000)
 with open(root / "ivm.yaml", "a") as f:
     f.write("spark:\\n  master: " + sys.argv[2] + "\\n  shared_filesystem: true\\n"
             "  conf: {spark.executor.memory: 512m, spark.cores.max: '1', spark.driver.memory: 1g}\\n")
-project = IvmProject.load(root)
+demo = IvmProject.load(root)
 views = ["revenue_by_region_day", "region_totals", "top_customers"]  # a join + aggregate, a view over it, a recompute
-runs = [[r.mode for r in project.refresh(views)]]
+demo_runs = [[r.mode for r in demo.refresh(views)]]
 apply_demo_changes(root)
-runs.append([(r.view, r.mode, r.engine) for r in project.refresh(views)])
-print(json.dumps({"master": master_of(project.spark), "runs": runs, "oracle": {v: check_view(project, v).ok for v in views}}))
-"""
+demo_runs.append([(r.view, r.mode, r.engine) for r in demo.refresh(views)])
+oracle = {v: check_view(demo, v).ok for v in views}
 
-
-@pytest.mark.cluster
-def test_the_demo_refreshes_through_a_standalone_cluster(standalone, tmp_path):
-    master, ui, work = standalone
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "IVM_SMALL_EPOCHS": "spark"}  # incremental epochs in Spark too
-    env.pop("IVM_SPARK_REMOTE", None)
-    out = subprocess.run(
-        [sys.executable, "-c", _REFRESH_ON_CLUSTER, str(tmp_path / "shop"), master], env=env, capture_output=True, text=True,
-        timeout=600, cwd=ROOT,
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    found = json.loads(out.stdout.strip().splitlines()[-1])
-    assert found["master"] == master
-    assert set(found["runs"][0]) == {"full"}
-    engines = [engine for _, _, engine in found["runs"][1]]
-    # The demo's one view without an incremental rule (PERCENT_RANK) is recomputed.
-    assert {view for view, mode, _ in found["runs"][1] if mode != "incremental"} == {"top_customers"}, found["runs"]
-    assert "in process" not in engines and any((e or "").startswith("spark") for e in engines), engines
-    assert all(found["oracle"].values()), found["oracle"]
-    # The work ran in the worker's executor, not in the driver: the app ran there, and its
-    # executor's folder is in the worker's work folder.
-    apps = master_json(ui)["completedapps"]
-    assert any(app["name"] == "ivm_assets" for app in apps), apps
-    assert any(p.name.startswith("app-") for p in work.iterdir())
-
-
-# The refreshes run in a child process: a process has one Spark driver, and the test
-# session's is local. The change between them is written there too, through the project's
-# registered storage options.
-_REFRESH_S3_ON_CLUSTER = """
-import json, sys
-from decimal import Decimal
-import pyarrow as pa
-from ivm_assets import IvmProject
-from ivm_assets.delta.snapshot import arrow_schema
-from ivm_assets.delta.write import delete_rows, write
-from ivm_assets.spark.cluster import master_of
-
-project = IvmProject.load(sys.argv[1])
-runs = [[(r.mode, r.engine) for r in project.refresh()]]
-orders = project.sources["orders"]
+s3 = IvmProject.load(sys.argv[3])
+s3_runs = [[(r.mode, r.engine) for r in s3.refresh()]]
+orders = s3.sources["orders"]
 write(orders, pa.Table.from_pylist([{"id": 50, "cust": 1, "amount": Decimal(7)}], schema=arrow_schema(orders)), mode="append")
 delete_rows(orders, "id = 2")
-runs.append([(r.mode, r.engine) for r in project.refresh()])
-print(json.dumps({"master": master_of(project.spark), "runs": runs}))
+s3_runs.append([(r.mode, r.engine) for r in s3.refresh()])
+print(json.dumps({"masters": [master_of(demo.spark), master_of(s3.spark)], "demo": demo_runs, "oracle": oracle, "s3": s3_runs}))
 """
 
 
 @pytest.mark.s3
 @pytest.mark.cluster
-def test_a_project_on_s3_refreshes_through_a_standalone_cluster(s3_project, standalone):
-    """No local folder involved, so no `shared_filesystem` needed."""
+def test_the_demo_and_a_project_on_s3_refresh_through_a_standalone_cluster(s3_project, standalone, tmp_path):
+    """The demo on a folder every node shares (``shared_filesystem``), then a project on S3,
+    where no local folder is involved."""
     from tests.s3.test_object_storage import _shop
 
-    master, ui, _ = standalone
+    master, ui, work = standalone
     _shop(s3_project)
     s3_project.write_config({"spark": {"master": master, "conf": {"spark.executor.memory": "512m", "spark.cores.max": "1"}}})
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "IVM_SMALL_EPOCHS": "spark"}  # the incremental epoch in Spark too
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "IVM_SMALL_EPOCHS": "spark"}  # incremental epochs in Spark too
     env.pop("IVM_SPARK_REMOTE", None)
-    out = subprocess.run([sys.executable, "-c", _REFRESH_S3_ON_CLUSTER, str(s3_project.root)], env=env, capture_output=True,
-                         text=True, timeout=600, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, "-c", _REFRESH_ON_CLUSTER, str(tmp_path / "shop"), master, str(s3_project.root)], env=env,
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     found = json.loads(out.stdout.strip().splitlines()[-1])
-    assert found["master"] == master
-    assert [mode for mode, _ in found["runs"][0]] == ["full"]
-    [(mode, engine)] = found["runs"][1]
+    assert found["masters"] == [master, master]
+    assert set(found["demo"][0]) == {"full"}
+    engines = [engine for _, _, engine in found["demo"][1]]
+    # The demo's one view without an incremental rule (PERCENT_RANK) is recomputed.
+    assert {view for view, mode, _ in found["demo"][1] if mode != "incremental"} == {"top_customers"}, found["demo"]
+    assert "in process" not in engines and any((e or "").startswith("spark") for e in engines), engines
+    assert all(found["oracle"].values()), found["oracle"]
+    assert [mode for mode, _ in found["s3"][0]] == ["full"]
+    [(mode, engine)] = found["s3"][1]
     assert mode == "incremental" and engine.startswith("spark"), found
-    assert any(app["name"] == "ivm_assets" for app in master_json(ui)["completedapps"])
-    # The oracle, in this process's local Spark, over the snapshots the cluster's epochs recorded.
+    # The work ran in the worker's executor, not in the driver: the app ran there, and its
+    # executor's folder is in the worker's work folder.
+    apps = master_json(ui)["completedapps"]
+    assert any(app["name"] == "ivm_assets" for app in apps), apps
+    assert any(p.name.startswith("app-") for p in work.iterdir())
+    # The S3 project's oracle, in this process's local Spark, over the snapshots the
+    # cluster's epochs recorded.
     s3_project.write_config()
     assert_oracle(s3_project.load())
