@@ -10,6 +10,9 @@ process runs it. A project's own ``spark:`` settings win over ``IVM_SPARK_MASTER
                               for the warm local server); unset: local Spark
 ``IVM_SMALL_EPOCHS``          ``auto`` (default: the cost model picks) or ``spark`` (every
                               epoch in Spark, to compare the two engines or rule one out)
+``IVM_SMALL_BUILD_ROWS``      a full build whose sources hold at most this many rows runs
+                              as a small one (default 50000; ``0``: never, see
+                              :mod:`ivm_assets.engine.execute`)
 ``IVM_STATE_CACHE_MB``        state row groups kept in memory between refreshes (default: a
                               quarter of the memory this process may use, see
                               :func:`usable_memory`; ``0`` turns the cache off)
@@ -52,6 +55,10 @@ DEFAULT_CONNECT_PORT = 15002
 SMALL_EPOCHS = ("auto", "spark")
 # The names the tests set.
 SMALL_EPOCHS_ENV = "IVM_SMALL_EPOCHS"
+SMALL_BUILD_ROWS_ENV = "IVM_SMALL_BUILD_ROWS"
+# Rows the driver collects and delta-rs writes in a full build at most: as many as a state
+# table's full write takes on the driver (``state.arrangement.DRIVER_WRITE_ROWS``).
+DEFAULT_SMALL_BUILD_ROWS = 50_000
 STATE_CACHE_ENV = "IVM_STATE_CACHE_MB"
 
 
@@ -60,6 +67,7 @@ class Settings:
     spark_master: str | None
     spark_remote: str | None
     small_epochs: str
+    small_build_rows: int
     state_cache_bytes: int
     connect_idle_s: float
     connect_dir: Path
@@ -81,6 +89,7 @@ def current(environ: Mapping[str, str] | None = None) -> Settings:
         spark_master=env.get("IVM_SPARK_MASTER") or None,
         spark_remote=env.get("IVM_SPARK_REMOTE") or None,
         small_epochs=small,
+        small_build_rows=int(_number(env, SMALL_BUILD_ROWS_ENV, DEFAULT_SMALL_BUILD_ROWS, "a number of rows (e.g. 50000, or 0 for never)", integer=True)),
         state_cache_bytes=int(
             _number(env, STATE_CACHE_ENV, usable_memory() * STATE_CACHE_SHARE / (1 << 20), "a number of MiB (e.g. 1024, or 0 to turn the cache off)")
             * (1 << 20)

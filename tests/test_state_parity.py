@@ -1,6 +1,8 @@
 """The two engines leave the same state: every SQL step fixture (tests/fixtures/steps) run twice
 side by side, every epoch in Spark in one project and in process (where it can) in the other,
 and after each step every state table of every view holds the same current content in both.
+The Spark project's first builds are written by the executors, the other's are small builds
+(collected to the driver and written by delta-rs): both ways of building state meet too.
 
 Run with ``IVM_STATE_PARITY=all`` for every fixture (the suite runs the ones in COMPARED).
 The oracle checks each engine's output; this checks what the next epoch will read, so a rule
@@ -21,6 +23,7 @@ import pytest
 from ivm_assets.delta.handles import is_delta_table
 from ivm_assets.delta.read import read_small
 from ivm_assets.delta.snapshot import arrow_schema
+from ivm_assets.settings import DEFAULT_SMALL_BUILD_ROWS, SMALL_BUILD_ROWS_ENV
 from ivm_assets.sql.incrementalize import operators
 from ivm_assets.zset import EPOCH, WEIGHT
 from tests.conftest import ProjectBuilder, small_epochs
@@ -83,37 +86,38 @@ def _compared(path: Path) -> bool:
     return wanted and not spec.get("xfail") and bool(spec.get("steps"))
 
 
-def _refresh(run: FileRun, engine: str):
-    with small_epochs(ENGINES[engine]):
+def _refresh(run: FileRun, engine: str, monkeypatch):
+    with monkeypatch.context() as env, small_epochs(ENGINES[engine]):
+        env.setenv(SMALL_BUILD_ROWS_ENV, "0" if engine == "spark" else str(DEFAULT_SMALL_BUILD_ROWS))
         return run.project.refresh()
 
 
 @pytest.mark.parametrize("path", [p for p in FILES if _compared(p)], ids=lambda p: p.stem)
-def test_both_engines_leave_the_same_state(path: Path, tmp_path, spark):
+def test_both_engines_leave_the_same_state(path: Path, tmp_path, spark, monkeypatch):
     local = FileRun(load_spec(path))
     _build(local, ProjectBuilder(tmp_path / "in_process", spark))
     views = local.project.compile()
     if all(v.root is None for v in views.values()):
         pytest.skip("no view of this fixture is maintained incrementally")
-    _refresh(local, "in process")
+    _refresh(local, "in process", monkeypatch)
     steps = local.spec["steps"]
     # The first step tells whether any epoch runs in process (expressions and types allow it
     # or not, whatever the step): only then is the Spark twin worth building.
     _apply_step(local, steps[0])
-    first = {r.view: r.engine for r in _refresh(local, "in process")}
+    first = {r.view: r.engine for r in _refresh(local, "in process", monkeypatch)}
     if "in process" not in first.values():
         pytest.skip(f"no epoch runs in process ({'; '.join(sorted({e for e in first.values() if e}))[:300]}): nothing to compare")
     twin = FileRun(load_spec(path))
     _build(twin, ProjectBuilder(tmp_path / "spark", spark))
-    _refresh(twin, "spark")
+    _refresh(twin, "spark", monkeypatch)
     for index, step in enumerate(steps):
         if index:
             _apply_step(local, step)
-            ran = {r.view: r.engine for r in _refresh(local, "in process")}
+            ran = {r.view: r.engine for r in _refresh(local, "in process", monkeypatch)}
         else:
             ran = first
         _apply_step(twin, step)
-        _refresh(twin, "spark")
+        _refresh(twin, "spark", monkeypatch)
         spark_state, local_state = _states(twin), _states(local)
         problems = [
             f"{table}: {'types' if spark_state[table][0] != local_state.get(table, (None,))[0] else 'rows'} differ\n"

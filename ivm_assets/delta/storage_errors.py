@@ -40,7 +40,17 @@ _INTERRUPTED = (
 )
 
 
-_EXECUTOR_IO = re.compile(r"executor I/O of (\S+) failed: ")
+_EXECUTOR_IO = re.compile(r"executor I/O of (\S+) failed: [^\n]*")
+
+
+def executor_failure(exc: BaseException) -> StorageError | None:
+    """The :class:`StorageError` of a Spark job that failed in an executor's I/O (see
+    :func:`failure`), whichever driver call ran the job (a write, or a collect of rows the
+    executors read); None when ``exc`` is something else."""
+    found = _EXECUTOR_IO.search(str(exc))
+    if found is None:
+        return None
+    return failure(exc, found[1]) or StorageError(redact(found[0]))
 
 
 def failure(exc: BaseException, uri: str) -> StorageError | None:

@@ -43,11 +43,12 @@ def expand(rows: DataFrame, names: list[str]) -> DataFrame:
     return repeated.select(*[col(n) for n in names])
 
 
-def overwrite(uri: str, rows: DataFrame, schema: T.StructType, epoch: Epoch, *, after: int | None) -> int:
+def overwrite(uri: str, rows: DataFrame, schema: T.StructType, epoch: Epoch, *, after: int | None, few: bool = False) -> int:
     """Replace the output with ``rows`` (the full result), right after version ``after``
-    (None: create it). Returns the row count written."""
+    (None: create it); ``few``: collected and written by delta-rs on the driver (a small
+    build). Returns the row count written."""
     rows = rows.select(*[col(n) for n in schema.names])
-    return overwrite_epoch(uri, rows, epoch=epoch, after=after, change_feed=True)
+    return overwrite_epoch(uri, rows, epoch=epoch, after=after, change_feed=True, few=few)
 
 
 def apply_change(uri: str, change: Batch, schema: T.StructType, epoch: Epoch, *, output_version: int) -> None:

@@ -108,7 +108,7 @@ class AggregateOp(Operator):
         if self.input.unchanged(ctx):
             touched = nothing(keyed)
         elif (self.keys and not whole and not ctx.full) or (ctx.full and self.values):
-            touched = materialize(keyed, small=not ctx.full)
+            touched = materialize(keyed, small=ctx.small)
         # else: a global aggregate's one group, or a small group state, is found without the
         # change's keys, so the change is not computed on its own; it runs inside the job that
         # computes the new groups and the output. A full refresh reads no state: its input is
@@ -143,7 +143,7 @@ class AggregateOp(Operator):
         # and insertions of all others cancel in the output's consolidation (their new row
         # is computed from their old partials alone, so it is the old row exactly).
         stored = combined.filter(col(TOUCHED) == 1) if whole else combined
-        new = materialize(with_bucket(stored.drop(TOUCHED), self.group_keys, ctx.buckets, types), small=not ctx.full)
+        new = materialize(with_bucket(stored.drop(TOUCHED), self.group_keys, ctx.buckets, types), small=ctx.small)
         inputs = {"new": combined.drop(TOUCHED) if whole else unforced(new).drop(BUCKET)}
         if old is not None:
             inputs["old"] = old
@@ -152,7 +152,7 @@ class AggregateOp(Operator):
         value_changes: dict[int, Batch] = {}
         for i, table in self.values.items():
             dv = render_spark.render(rule.values(delta_rel, i), {"delta": delta})
-            value_changes[i] = materialize(with_bucket(dv, self.group_keys, ctx.buckets, types), small=not ctx.full)
+            value_changes[i] = materialize(with_bucket(dv, self.group_keys, ctx.buckets, types), small=ctx.small)
             inputs[f"dv{i}"] = unforced(value_changes[i]).drop(BUCKET)
             raw_values = table.read(ctx, touched, self.group_keys)
             if raw_values is not None:
@@ -173,6 +173,6 @@ def _once(rows: DataFrame, read: StateRead, ctx: EpochContext) -> DataFrame:
     """State rows used twice (new values and retractions): materialized when read by Spark,
     so the files are scanned once; left lazy when read on the driver, as evaluating a small
     local relation twice costs less than the Spark job a materialization is."""
-    return rows if read.local else materialize(rows, small=not ctx.full).df
+    return rows if read.local else materialize(rows, small=ctx.small).df
 
 

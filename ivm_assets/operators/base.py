@@ -258,6 +258,15 @@ class EpochContext:
     # SQL, and where the in-process engine reads timestamps.
     ansi: bool = False
     time_zone: str = "UTC"
+    # A full epoch over few source rows (see :mod:`ivm_assets.engine.execute`): its results
+    # come to the driver as Arrow, as an incremental epoch's do, instead of being written
+    # and kept by the executors.
+    small_build: bool = False
+
+    @property
+    def small(self) -> bool:
+        """Whether the epoch's results are few enough to collect on the driver (see :func:`materialize`)."""
+        return not self.full or self.small_build
 
 
 class Operator(ABC):

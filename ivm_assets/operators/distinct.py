@@ -39,7 +39,7 @@ class DistinctOp(Operator):
         change = consolidate(self.input.step(ctx), self.columns)
         types = default_hash_types(change, self.columns)
         batch = with_bucket(change, self.columns, ctx.buckets, types)
-        batch = nothing(batch) if self.input.unchanged(ctx) else materialize(batch, small=not ctx.full)
+        batch = nothing(batch) if self.input.unchanged(ctx) else materialize(batch, small=ctx.small)
         delta = batch.df.drop(BUCKET)
         if batch.rows == 0:
             if ctx.full:

@@ -77,7 +77,7 @@ def keyed_change(
     change = with_bucket(change, keys, ctx.buckets, types)
     if op.unchanged(ctx):
         return nothing(change)
-    return store.stage(ctx, change, types) if store is not None else materialize(change, small=not ctx.full)
+    return store.stage(ctx, change, types) if store is not None else materialize(change, small=ctx.small)
 
 
 def all_present(keys: tuple[str, ...]) -> Column:

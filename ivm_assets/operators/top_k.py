@@ -115,7 +115,7 @@ class TopKOp(Operator):
         change = consolidate(self.input.step(ctx), self.row_columns)
         types = default_hash_types(change, self.partition)
         batch = with_bucket(change, self.partition, ctx.buckets, types)
-        batch = nothing(batch) if self.input.unchanged(ctx) else materialize(batch, small=not ctx.full)
+        batch = nothing(batch) if self.input.unchanged(ctx) else materialize(batch, small=ctx.small)
         if self.partition and not ctx.full and batch.rows == 0:
             return render_spark.render(rel.empty(rule.output({"new"})), {"new": batch.df.drop(BUCKET)})
         # Without partitions the buffer is read whole, so nothing here needs the change's

@@ -52,12 +52,12 @@ class WindowOp(Operator):
         change = consolidate(self.input.step(ctx), self.input.columns)
         types = default_hash_types(change, self.partition)
         batch = with_bucket(change, self.partition, ctx.buckets, types)
-        batch = nothing(batch) if self.input.unchanged(ctx) else materialize(batch, small=not ctx.full)
+        batch = nothing(batch) if self.input.unchanged(ctx) else materialize(batch, small=ctx.small)
         delta = batch.df.drop(BUCKET)
         raw = self.rows.read(ctx, batch, self.partition)
         old = self.rows.current(raw) if raw is not None else None
         if old is not None and not raw.local:
-            old = materialize(old, small=not ctx.full).df  # read once, used twice
+            old = materialize(old, small=ctx.small).df  # read once, used twice
         inputs = {"delta": delta} | ({"old": old} if old is not None else {})
         out = render_spark.render(self.rule(set(inputs)), inputs)
         self.rows.write(ctx, batch, types)

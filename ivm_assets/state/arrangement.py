@@ -273,13 +273,13 @@ class StateTable:
         epoch's order (:meth:`write`), and meanwhile the batch reads the written files. The
         alternative, a checkpoint on the executors plus a count and then the write, costs two
         more passes over the rows (TPC-H Q3 at SF 1: 3.8 s of a 10.4 s build). Elsewhere (an
-        incremental epoch, a repeat of a full epoch this table already holds, or the
+        incremental epoch or a small build, whose rows come to the driver, a repeat of a full epoch this table already holds, or the
         latest-value layout, whose few groups cost less checkpointed and written from Arrow)
         the rows are materialized as usual.
         """
         uri = self.uri(ctx)
-        if not ctx.full or self.layout_kind != "zset" or holds_epoch(uri, ctx.epoch):
-            return materialize(rows, small=not ctx.full)
+        if ctx.small or self.layout_kind != "zset" or holds_epoch(uri, ctx.epoch):
+            return materialize(rows, small=ctx.small)
         stored = rows.select(*[col(c) for c in self.stored_columns()], col(BUCKET))
         files = stage_files(uri, stored, partition_by=[BUCKET], sort_by=list(self.keys), row_group_rows=ROW_GROUP_ROWS)
         return Staged(read_staged(ctx.spark, uri, files), files, self.table_name)
