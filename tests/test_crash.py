@@ -25,6 +25,7 @@ from ivm_assets.delta.snapshot import arrow_schema
 from ivm_assets.delta.write import delete_rows, write
 from ivm_assets.engine import execute
 from ivm_assets.errors import RefreshError
+from ivm_assets.settings import SMALL_BUILD_ROWS_ENV
 from ivm_assets.state import arrangement
 from ivm_assets.state.progress import EpochRecord, Progress
 from ivm_assets.testing import faults
@@ -87,7 +88,9 @@ def test_crash_after_executor_files_before_their_commit(builder, monkeypatch):
     """A full refresh writes state and output files from Spark's executors, then commits
     them: a crash in between leaves files no commit names. The next refresh repeats the
     epoch and the tables hold exactly its rows, not the orphans."""
-    monkeypatch.setattr(arrangement, "DRIVER_WRITE_ROWS", -1)  # this test's state is small: force the executor path
+    # This test's sources and state are small: force the executors' writes.
+    monkeypatch.setenv(SMALL_BUILD_ROWS_ENV, "0")
+    monkeypatch.setattr(arrangement, "DRIVER_WRITE_ROWS", -1)
     project = _project(builder)
     boundary, crashed = 1, True
     while crashed:

@@ -64,7 +64,7 @@ def stage_files(
         rows = rows.repartition(*[F.col(f"`{c}`") for c in partition_by])
     if partition_by or sort_by:
         rows = rows.sortWithinPartitions(*[F.col(f"`{c}`") for c in [*partition_by, *sort_by]])
-    schema = _nullable(spark_to_arrow_schema(rows.schema))
+    schema = all_nullable(spark_to_arrow_schema(rows.schema))
     root = storage.local_path(uri)
     if root is None:
         return _stage_remote(uri, rows, schema, partition_by=partition_by, row_group_rows=row_group_rows)
@@ -122,7 +122,9 @@ def _stage_remote(uri: str, rows: DataFrame, schema: pa.Schema, *, partition_by:
     return StagedFiles(actions, sum(f.rows for f in written), schema, partition_by)
 
 
-def _nullable(schema: pa.Schema) -> pa.Schema:
+def all_nullable(schema: pa.Schema) -> pa.Schema:
+    """``schema`` with every field nullable: how a table's files are written whichever way
+    (Spark's writer and the executors' make every column nullable, so the driver's does too)."""
     return pa.schema([pa.field(f.name, f.type, True) for f in schema])
 
 

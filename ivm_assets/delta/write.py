@@ -18,7 +18,7 @@ from ivm_assets.delta.commit import Epoch, commit_epoch, made_commit
 from ivm_assets.delta.handles import keep_moved, writable
 from ivm_assets.delta.log import commit_actions
 from ivm_assets.delta.properties import CDF_ON, new_table_configuration
-from ivm_assets.delta.staging import commit_staged, stage_files
+from ivm_assets.delta.staging import all_nullable, commit_staged, stage_files
 from ivm_assets.spark.arrow import to_arrow
 
 
@@ -146,6 +146,7 @@ def overwrite_epoch(
     partition_by, sort_by = partition_by or [], sort_by or []
     if few:
         table = _sorted(to_arrow(rows), [*partition_by, *sort_by])
+        table = table.cast(all_nullable(table.schema))
         write_epoch(
             uri, table, epoch=epoch, after=after, mode="overwrite", partition_by=partition_by or None,
             change_feed=change_feed, row_group_rows=row_group_rows, metadata=metadata,

@@ -182,7 +182,9 @@ def test_the_demo_and_a_project_on_s3_refresh_through_a_standalone_cluster(s3_pr
     master, ui, work = standalone
     _shop(s3_project)
     s3_project.write_config({"spark": {"master": master, "conf": {"spark.executor.memory": "512m", "spark.cores.max": "1"}}})
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "IVM_SMALL_EPOCHS": "spark"}  # incremental epochs in Spark too
+    # Incremental epochs in Spark too, and the builds' files written by the executor (these
+    # sources are small enough for the driver to write them).
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "IVM_SMALL_EPOCHS": "spark", "IVM_SMALL_BUILD_ROWS": "0"}
     env.pop("IVM_SPARK_REMOTE", None)
     out = subprocess.run(
         [sys.executable, "-c", _REFRESH_ON_CLUSTER, str(tmp_path / "shop"), master, str(s3_project.root)], env=env,
