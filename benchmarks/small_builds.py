@@ -7,7 +7,9 @@ default (a small build: one partition, interpreted, state and output written by 
 from the driver) and at 0 (the executors write them), alternating, and prints the medians.
 Every rebuild is checked against a recompute.
 
-    python benchmarks/small_builds.py [--sf 0.005] [--views q01,q03,...] [--repeats 3]
+    python benchmarks/small_builds.py [--sf 0.005] [--views q01,q03,...] [--repeats 3] [--limit ROWS]
+
+``--limit`` sets ``IVM_SMALL_BUILD_ROWS`` for the small builds (default: the setting's own).
 
 Results go to benchmarks/results/small_builds_sf<SF>.md and .json.
 """
@@ -34,7 +36,6 @@ from ivm_assets.spark.session import get_spark, stop_spark  # noqa: E402
 from ivm_assets.testing.tpch import create_sources, generate_parquet  # noqa: E402
 from tpch_refresh import write_project  # noqa: E402
 
-WAYS = {"small build": None, "executors write": "0"}
 
 
 def _rebuild(project: IvmProject, view: str, limit: str | None) -> tuple[float, dict]:
@@ -55,7 +56,9 @@ def main() -> None:
     parser.add_argument("--sf", type=float, default=0.005)
     parser.add_argument("--views", default="q01,q03,q05,q06,q10,q12,q14,q19")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--limit", help="IVM_SMALL_BUILD_ROWS for the small builds (default: the setting's default)")
     args = parser.parse_args()
+    ways = {"small build": args.limit, "executors write": "0"}
     spark = get_spark()
     run = HERE / "data" / f"small_builds_sf{args.sf:g}"
     shutil.rmtree(run, ignore_errors=True)
@@ -67,10 +70,10 @@ def main() -> None:
     source_rows: dict[str, int | None] = {}
     for view in views:
         for _ in range(args.repeats):
-            for way, limit in WAYS.items():
+            for way, limit in ways.items():
                 took, stats = _rebuild(project, view, limit)
                 times.setdefault(view, {}).setdefault(way, []).append(took)
-                if limit is None:
+                if way == "small build":
                     source_rows[view] = stats.get("small_build_rows")
     lines = [
         f"# Full builds, small build vs the executors' writes (TPC-H SF {args.sf:g}, warm process, median of {args.repeats})", "",
@@ -85,7 +88,7 @@ def main() -> None:
     lines += ["", f"Median: the small build {statistics.median(ratios):.2f}× faster."]
     text = "\n".join(lines) + "\n"
     print(text)
-    out = HERE / "results" / f"small_builds_sf{args.sf:g}"
+    out = HERE / "results" / (f"small_builds_sf{args.sf:g}" + (f"_limit{args.limit}" if args.limit else ""))
     out.with_name(out.name + ".md").write_text(text)
     out.with_name(out.name + ".json").write_text(json.dumps({"times": times, "source_rows": source_rows}, indent=1))
     stop_spark()
