@@ -122,7 +122,7 @@ def apply_bag_change(uri: str, change: pa.Table, *, columns: list[str], epoch: E
 
 def overwrite_epoch(
     uri: str,
-    rows: DataFrame,
+    rows: DataFrame | pa.Table,
     *,
     epoch: Epoch,
     after: int | None,
@@ -142,10 +142,11 @@ def overwrite_epoch(
     caller knows the rows are ``few`` (a Spark write job and its file commit protocol cost
     ~0.2 s, more than bringing a few thousand rows to the driver), the rows come to the
     driver as Arrow and delta-rs writes them (``row_group_rows`` caps their row groups).
+    Rows already on the driver (an Arrow table) are written that way whatever their number.
     """
     partition_by, sort_by = partition_by or [], sort_by or []
-    if few:
-        table = _sorted(to_arrow(rows), [*partition_by, *sort_by])
+    if few or isinstance(rows, pa.Table):
+        table = _sorted(rows if isinstance(rows, pa.Table) else to_arrow(rows), [*partition_by, *sort_by])
         table = table.cast(all_nullable(table.schema))
         write_epoch(
             uri, table, epoch=epoch, after=after, mode="overwrite", partition_by=partition_by or None,

@@ -284,6 +284,13 @@ class StateTable:
         files = stage_files(uri, stored, partition_by=[BUCKET], sort_by=list(self.keys), row_group_rows=ROW_GROUP_ROWS)
         return Staged(read_staged(ctx.spark, uri, files), files, self.table_name)
 
+    def _stored_table(self, table: pa.Table, names: list[str], ctx: EpochContext) -> pa.Table:
+        """``table``'s stored columns and ``__bucket``, and ``__epoch`` for the latest-value layout."""
+        table = table.select([*names, BUCKET])
+        if self.layout_kind == "latest":
+            table = table.append_column(EPOCH, pa.array([ctx.epoch.number] * table.num_rows, pa.int64()))
+        return table
+
     def stored_columns(self) -> list[str]:
         """The columns the table's files hold, besides ``__bucket``: the state's, and ``__w`` for a z-set."""
         return [*self.columns, WEIGHT] if self.layout_kind == "zset" else list(self.columns)
@@ -321,18 +328,22 @@ class StateTable:
             commit_staged(uri, rows.files, epoch=ctx.epoch, after=after, metadata=meta)
             written = rows.rows
         elif ctx.full:
-            # The whole state: written by the executors, never collected to the driver (unless few rows).
-            df = rows.df.select(*[col(c) for c in names], col(BUCKET))
-            if self.layout_kind == "latest":
-                df = df.withColumn(EPOCH, F.lit(ctx.epoch.number).cast("bigint"))
+            # The whole state: written by the executors, never collected to the driver (unless
+            # few rows); rows a small build collected are written from Arrow as they are.
+            if rows.table is not None:
+                whole = self._stored_table(rows.table, names, ctx)
+            else:
+                whole = rows.df.select(*[col(c) for c in names], col(BUCKET))
+                if self.layout_kind == "latest":
+                    whole = whole.withColumn(EPOCH, F.lit(ctx.epoch.number).cast("bigint"))
             written = overwrite_epoch(
-                uri, df, epoch=ctx.epoch, after=after, partition_by=[BUCKET], sort_by=list(self.keys), metadata=meta,
+                uri, whole, epoch=ctx.epoch, after=after, partition_by=[BUCKET], sort_by=list(self.keys), metadata=meta,
                 row_group_rows=ROW_GROUP_ROWS, few=rows.rows <= DRIVER_WRITE_ROWS,
             )
         else:
-            table = rows.table.select([*names, BUCKET]) if rows.table is not None else to_arrow(rows.df.select(*[col(c) for c in names], col(BUCKET)))
-            if self.layout_kind == "latest":
-                table = table.append_column(EPOCH, pa.array([ctx.epoch.number] * table.num_rows, pa.int64()))
+            table = self._stored_table(
+                rows.table if rows.table is not None else to_arrow(rows.df.select(*[col(c) for c in names], col(BUCKET))), names, ctx
+            )
             write_epoch(
                 uri, self.clustered(table), epoch=ctx.epoch, after=after, mode="append",
                 partition_by=[BUCKET], row_group_rows=ROW_GROUP_ROWS, metadata=meta, cache_key=self.keys[0] if self.keys else None,
