@@ -118,6 +118,21 @@ class InexactAggregate(RebuildNeeded):
         )
 
 
+class ChangeTooLarge(RebuildNeeded):
+    """An incremental epoch run in Spark brings its change sets to the driver, and this
+    epoch's were more than Spark allows there (``spark.driver.maxResultSize``): a change far
+    larger than the cost model expected (a join that multiplies it, or ``refresh:
+    incremental``, which never switches to a recompute)."""
+
+    def __init__(self, view: str) -> None:
+        why = "this epoch's change is more than Spark may bring to the driver (spark.driver.maxResultSize)"
+        super().__init__(
+            f"view {view!r}: {why}. Run `ivm refresh --full {view}` (or set `refresh: auto`) to recompute it, or raise "
+            "spark.driver.maxResultSize under `spark: conf:` in ivm.yaml.",
+            reason=f"{why}: recomputed",
+        )
+
+
 class ExpressionError(RefreshError):
     """Spark could not compute one of the view's expressions over the data: under ANSI mode
     an overflow, an invalid cast or a division by zero raises instead of giving NULL. The

@@ -5,13 +5,15 @@ leave the same state is checked by tests/test_state_parity.py."""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import pyarrow as pa
 import pytest
 
 from ivm_assets.delta.write import delete_rows, write
-from ivm_assets.errors import IvmError
-from ivm_assets.settings import SMALL_BUILD_ROWS_ENV, current
-from tests.conftest import assert_oracle
+from ivm_assets.errors import ChangeTooLarge, IvmError
+from ivm_assets.settings import SMALL_BUILD_ROWS_ENV, SMALL_EPOCHS_ENV, current
+from tests.conftest import assert_oracle, output_rows
 
 VIEWS = {
     "sales": "SELECT c.region, COUNT(*) AS n, SUM(o.amount) AS total FROM orders o JOIN customers c ON o.cust = c.cust GROUP BY c.region",
@@ -51,3 +53,66 @@ def test_a_build_is_small_up_to_the_limit_and_gives_the_recompute(builder, monke
 def test_a_malformed_limit_is_named_with_the_fix():
     with pytest.raises(IvmError, match=f"{SMALL_BUILD_ROWS_ENV} must be a number of rows .* found 'many'"):
         current({SMALL_BUILD_ROWS_ENV: "many"})
+
+
+@contextmanager
+def _driver_results_at_most(spark, size: str):
+    """Spark's bound on a job's results collected to the driver (``spark.driver.maxResultSize``),
+    lowered for the jobs started inside: the context's conf is read by each new task set."""
+    conf = spark.sparkContext._jsc.sc().conf()
+    conf.set("spark.driver.maxResultSize", size)
+    try:
+        yield
+    finally:
+        conf.remove("spark.driver.maxResultSize")
+
+
+def test_a_small_build_whose_join_multiplies_its_rows_past_the_driver_bound_is_written_by_the_executors(builder, monkeypatch):
+    """45 source rows, but the self-join's output is 320 rows of 200 characters (64 KB): more
+    than the driver may collect (16 KiB here). The build repeats as a large one, the join's
+    state, already committed by the first attempt, kept; a view Spark recomputes does the same."""
+    monkeypatch.setenv(SMALL_BUILD_ROWS_ENV, "45")
+    pad = "repeat('x', 200)"
+    builder.view("pairs", f"SELECT a.id AS a, b.id AS b, {pad} AS pad FROM orders a JOIN orders b ON a.cust = b.cust")
+    # LIMIT without ORDER BY is recomputed; this one keeps every row.
+    builder.view("pairs_recomputed", f"SELECT a.id AS a, b.id AS b, {pad} AS pad FROM orders a JOIN orders b ON a.cust = b.cust LIMIT 1000")
+    project = _project(builder)
+    with _driver_results_at_most(builder.spark, "16k"):
+        built = {r.view: r for r in project.refresh()}
+    for view in ("pairs", "pairs_recomputed"):
+        assert built[view].mode == "full"
+        assert built[view].stats.get("small_build_too_large") == 1, built[view].stats
+    assert built["pairs"].stats["rows_out"] == built["pairs_recomputed"].stats["rows_out"] == 320
+    assert built["sales"].stats.get("small_build_too_large") is None
+    assert_oracle(project)
+    write(builder.uri("orders"), pa.table({"id": pa.array([41], pa.int64()), "cust": pa.array([3], pa.int64()), "amount": pa.array([7], pa.int64())}), mode="append")
+    assert {r.view: r.mode for r in project.refresh()}["pairs"] == "incremental"
+    assert_oracle(project)
+
+
+@pytest.mark.parametrize("policy", ["auto", "incremental"])
+def test_an_incremental_change_too_large_for_the_driver_is_recomputed_or_named(builder, monkeypatch, policy):
+    """An incremental epoch in Spark collects its change sets. Past the driver's bound the view
+    is recomputed with the reason recorded (``refresh: auto``), or the refresh fails saying
+    so and what to do (``refresh: incremental``), leaving the view as it was."""
+    monkeypatch.setenv(SMALL_EPOCHS_ENV, "spark")
+    builder.view("pairs", "SELECT a.id AS a, b.id AS b, repeat('x', 200) AS pad FROM orders a JOIN orders b ON a.cust = b.cust",
+                 refresh=policy)
+    project = _project(builder)
+    project.refresh()
+    before = output_rows(project, "pairs")
+    write(builder.uri("orders"), pa.table({"id": pa.array(range(41, 61), pa.int64()), "cust": pa.array([3] * 20, pa.int64()),
+                                           "amount": pa.array([1] * 20, pa.int64())}), mode="append")
+    with _driver_results_at_most(builder.spark, "16k"):
+        if policy == "incremental":
+            with pytest.raises(ChangeTooLarge, match=r"view 'pairs': this epoch's change is more than Spark may bring to the driver .*"
+                               r"Run `ivm refresh --full pairs`.* raise spark.driver.maxResultSize"):
+                project.refresh(["pairs"])
+            assert output_rows(project, "pairs") == before
+        else:
+            (result,) = project.refresh(["pairs"])
+            assert (result.mode, result.reason) == ("full", "this epoch's change is more than Spark may bring to the driver "
+                                                             "(spark.driver.maxResultSize): recomputed")
+    if policy == "incremental":
+        project.refresh(["pairs"], full=True)
+    assert_oracle(project)
