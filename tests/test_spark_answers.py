@@ -65,6 +65,9 @@ VIEWS = {
     # itself, −0.0 equal to 0.0, ±Infinity, a sum past 2⁶³ in DOUBLE.
     "double_expressions": "SELECT id, x * 2 + b AS y, -x AS nx, x - i AS z, CASE WHEN x > d15 THEN x ELSE d15 END AS hi "
     "FROM nums WHERE x > i OR x = 0 OR x = x * 1 OR x BETWEEN -1 AND 1 OR x IN (2.5, -2)",
+    # Casts between numbers and to text (a DECIMAL truncated to an integer, an INT widened).
+    "casts": "SELECT id, CAST(d15 AS BIGINT) AS di, CAST(i AS DECIMAL(12, 2)) AS i2, CAST(d15 AS DOUBLE) AS dx, "
+    "CAST(b AS STRING) AS bs, CAST(d15 AS STRING) AS ds, CAST(-d15 AS DECIMAL(14, 1)) AS r FROM nums",
 }
 
 

@@ -80,6 +80,10 @@ VIEWS = {
     # year/month/day/quarter of a TIMESTAMP: its date in the session zone (New York's here).
     "by_day": "SELECT CAST(ts AS DATE) AS day, year(ts) AS y, month(ts) AS m, dayofmonth(ts) AS dd, quarter(ts) AS q, COUNT(*) AS n "
     "FROM text GROUP BY CAST(ts AS DATE), year(ts), month(ts), dayofmonth(ts), quarter(ts)",
+    # Casts: a TIMESTAMP's date in the session zone, a DATE as text and read back.
+    "ts_dates": "SELECT id, to_date(ts) AS td, date_add(ts, 1) AS next, date_sub(ntz, 1) AS prev FROM text",
+    "date_text": "SELECT id, CAST(d AS STRING) AS ds, to_date(CAST(d AS STRING)) AS back, CAST(CAST(id AS STRING) AS INT) AS i "
+    "FROM text WHERE d BETWEEN DATE '1000-01-01' AND DATE '9999-12-31'",
 }
 
 

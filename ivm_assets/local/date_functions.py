@@ -11,7 +11,7 @@ from ivm_assets.local.untranslatable import Untranslatable
 
 class DateFunctions:
     """Visits of ``year``, ``month``, ``day`` (``dayofmonth``), ``quarter`` and
-    ``date_add``/``date_sub``, taken by the translator of :mod:`ivm_assets.local.expressions`,
+    ``date_add``/``date_sub`` (of a DATE, or a TIMESTAMP's date), taken by the translator of :mod:`ivm_assets.local.expressions`,
     whose ``_operand`` they call."""
 
     def _date_part(self, node: exp.Func, part: str) -> tuple[str, SqlType]:
@@ -41,12 +41,14 @@ class DateFunctions:
     def visit_TsOrDsAdd(self, node: exp.TsOrDsAdd) -> tuple[str, SqlType]:
         """``date_add(d, n)`` (``date_sub(d, n)`` reaches here as ``date_add(d, n * -1)``) of
         a DATE by an integer of at most INT's range: ``n`` days later in both engines. Past
-        the range of dates DuckDB fails, and Spark decides. Of a TIMESTAMP (Spark casts it
-        to a DATE first): not rendered."""
+        the range of dates DuckDB fails, and Spark decides. Of a TIMESTAMP, Spark adds to
+        its date (an implicit cast to DATE), as ``CAST(ts AS DATE)`` gives it."""
         unit = node.args.get("unit")
         if unit is not None and unit.name.upper() != "DAY":
             raise Untranslatable(f"DATE_ADD by {unit.name}")
-        x, _ = self._operand(node.this, "date", "DATE_ADD")
+        x, t = self._operand(node.this, ("date", "timestamp"), "DATE_ADD")
+        if t.family == "timestamp":
+            x = f"CAST({x} AS DATE)"
         n, nt = self._operand(node.expression, "number", "DATE_ADD's days")
         if nt.family == "number" and not (nt.integer and nt.precision <= 10):
             raise Untranslatable(f"DATE_ADD by a number that is not an INT ({node.sql('spark')})")

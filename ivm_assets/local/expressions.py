@@ -24,17 +24,18 @@ construct, which keeps that view's epochs in Spark. The rules:
 - ``/``: integers, and anything beside a DOUBLE, in double precision as Spark does; DECIMALs by :func:`~ivm_assets.local.division.spark_divide`, a
   Python function registered in DuckDB that rounds as Spark does (DuckDB itself divides
   DECIMALs in floating point). A division by zero fails here, and Spark decides;
-- ``CAST(x AS DATE)`` of a TIMESTAMP (its date in the session zone, the connection's) or
-  TIMESTAMP_NTZ (its date part);
+- casts (:mod:`~ivm_assets.local.casts`) where both engines give the same value: between
+  numbers (to an integer truncated, to DECIMAL rounded half up), of strings in canonical
+  form, to STRING of numbers, dates and booleans, of a TIMESTAMP to DATE; ``to_date(x)``;
 - ``year``/``month``/``day``/``quarter`` of a DATE or a TIMESTAMP (of its date, as above),
-  ``date_add``/``date_sub`` of a DATE by an INT;
+  ``date_add``/``date_sub`` of a DATE (or a TIMESTAMP's date) by an INT;
   string functions (:mod:`~ivm_assets.local.text_functions`): ``substring``, ``length``,
   ``concat``/``||``, ``trim`` of spaces, ``upper``/``lower`` of
   ASCII text;
 - window functions (the window operator's): ROW_NUMBER, RANK, DENSE_RANK, COUNT, SUM of
   integers and DECIMALs of up to 18 digits, MIN and MAX over the default frame,
   partitioned and ordered by columns of the value families, NULL order as Spark's;
-- functions and other casts: refused.
+- other functions and casts: refused.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from sqlglot.errors import ParseError
 
 from ivm_assets.decimal_rules import MAX_PRECISION, divide_type, sum_type
 from ivm_assets.duckdb_names import q
+from ivm_assets.local.casts import Casts
 from ivm_assets.local.date_functions import DateFunctions
 from ivm_assets.local.division import decimal_divide, nonzero
 from ivm_assets.local.sql_types import BOOL, DOUBLE, FAMILIES, INT_NAMES, NULL, VALUE_FAMILIES, SqlType, common_type, fit_decimal
@@ -70,7 +72,7 @@ _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _COMPARISONS = {exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">=", exp.NullSafeEQ: "IS NOT DISTINCT FROM"}
 
 
-class _Translator(TextFunctions, DateFunctions):
+class _Translator(TextFunctions, DateFunctions, Casts):
     def __init__(self, columns: dict[str, SqlType]) -> None:
         self.columns = columns
 
@@ -144,20 +146,6 @@ class _Translator(TextFunctions, DateFunctions):
                 amount = int(interval.this.this) * (1 if isinstance(node, exp.Add) else -1)
                 return _add_interval(day, amount, unit)
         return None
-
-    def visit_Cast(self, node: exp.Cast) -> tuple[str, SqlType]:
-        day = self._date_literal(node)
-        if day is not None:
-            return f"DATE '{day.isoformat()}'", SqlType("date")
-        if node.to.this == exp.DataType.Type.DATE:
-            # A TIMESTAMP's date in the session zone, which the connection is set to (a
-            # TIMESTAMP_NTZ's own date part): Spark's cast, never failing.
-            value, t = self(node.this)
-            if t.family in ("timestamp", "date", "null"):
-                return f"CAST({value} AS DATE)", SqlType("date")
-        raise Untranslatable(f"the cast {node.sql('spark')}")
-
-    visit_TryCast = visit_Cast  # Spark's CAST as sqlglot reads it; a valid date literal casts alike
 
     def _arithmetic(self, node: exp.Binary, op: str) -> tuple[str, SqlType]:
         if op in "+-" and (day := self._date_literal(node)) is not None:

@@ -85,7 +85,7 @@ def common_type(types: list[SqlType], what: str) -> SqlType:
     families = {t.family for t in known}
     if families == {"number", "double"}:
         for t in known:
-            _widens_exactly(t, what)
+            widens_exactly(t, what)
         return DOUBLE  # Spark widens integers and DECIMALs to DOUBLE beside a DOUBLE
     if len(families) > 1:
         raise Untranslatable(f"{what} compares or mixes {' and '.join(sorted(families))} (Spark casts implicitly)")
@@ -96,7 +96,7 @@ def common_type(types: list[SqlType], what: str) -> SqlType:
     return SqlType("number", min(digits + scale, MAX_PRECISION), scale, integer=all(t.integer for t in known))
 
 
-def _widens_exactly(t: SqlType, what: str) -> None:
+def widens_exactly(t: SqlType, what: str) -> None:
     """Refuse a DECIMAL that DuckDB might convert to DOUBLE differently from Spark.
 
     Spark converts a DECIMAL to the nearest DOUBLE (``BigDecimal.doubleValue``). DuckDB

@@ -1,0 +1,161 @@
+"""Casts that DuckDB computes exactly as Spark does, for :mod:`ivm_assets.local.expressions`
+(whose translator takes these visits).
+
+Spark's casts differ from DuckDB's at the edges: a DECIMAL or DOUBLE cast to an integer is
+truncated in Spark and rounded in DuckDB; Spark trims and reads strings DuckDB refuses
+(``' 12'``, ``'1e3'``) and gives NULL (ANSI off) or an error (ANSI on) where DuckDB fails;
+an integer narrowed past its range wraps around in Spark without ANSI. So a cast is
+rendered only where both give the same value, and every other value fails in DuckDB, which
+sends the epoch to Spark: Spark then gives its NULL, its wrapped value or its error. Where
+DuckDB answers, the answer is Spark's in both ANSI modes (``tests/local/test_casts.py``
+checks each cast value by value against Spark's, both ways).
+
+The rules, from a value of:
+
+- an integer: to any integer type (past the range: fails), to DECIMAL (exact, or fails), to
+  DOUBLE (the nearest, in both), to STRING (its digits);
+- a DECIMAL: to an integer type truncated toward zero, to DECIMAL rounded half up (away
+  from zero) as Spark's ``changePrecision`` rounds (past the precision: fails), to DOUBLE up
+  to 15 digits (see :func:`~ivm_assets.local.sql_types.widens_exactly`), to STRING (where
+  Spark writes it without an exponent: scale up to 6, or a value of at least 10^-6);
+- a DOUBLE: to an integer type truncated toward zero (NaN, ±Infinity, past the range:
+  fails);
+- a STRING in canonical form only: digits with an optional minus to integers; with at most
+  the target's scale of fractional digits to DECIMAL (no rounding); decimal digits with an
+  optional exponent to DOUBLE (both read it correctly rounded); ``yyyy-mm-dd`` (years 1000
+  to 9999) to DATE — ``to_date`` of one argument too. Anything else (spaces, ``+``,
+  ``NaN``, out of range, an invalid day) fails;
+- a DATE: to STRING (``yyyy-mm-dd``, years 1000 to 9999); a TIMESTAMP: to DATE (its date in
+  the session zone, the connection's; a TIMESTAMP_NTZ's date part);
+- a BOOLEAN: to STRING (``true``/``false``).
+
+FLOAT, BOOLEAN and TIMESTAMP targets, a DOUBLE to DECIMAL or STRING, and a TIMESTAMP to
+STRING are refused. VARCHAR(n) and CHAR(n) are STRING, as Spark 4 casts to them by default
+(``spark.sql.preserveCharVarcharTypeInfo`` off).
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from ivm_assets.decimal_rules import MAX_PRECISION
+from ivm_assets.local.sql_types import DOUBLE, INT_NAMES, SqlType, widens_exactly
+from ivm_assets.local.untranslatable import Untranslatable
+
+_T = exp.DataType.Type
+_INTEGERS = {_T.TINYINT: 3, _T.SMALLINT: 5, _T.INT: 10, _T.BIGINT: 20}
+_STRING = SqlType("string")
+_DATE = SqlType("date")
+# Strings read alike by both engines, as regular expressions over the whole string.
+_INTEGER_TEXT = "-?[0-9]+"
+_DOUBLE_TEXT = "-?[0-9]+(\\.[0-9]+)?([eE][-+]?[0-9]+)?"
+_DATE_TEXT = "[1-9][0-9]{3}-[0-9]{2}-[0-9]{2}"
+
+
+def _target(to: exp.DataType, what: str) -> SqlType:
+    """The :class:`SqlType` of a cast's target type; refused outside the rules."""
+    if to.this in _INTEGERS:
+        return SqlType("number", _INTEGERS[to.this], 0, integer=True)
+    if to.this == _T.DECIMAL:
+        params = [int(p.this.this) for p in to.expressions] if to.expressions else [10, 0]  # Spark's DECIMAL is DECIMAL(10, 0)
+        precision, scale = (params + [0])[:2]
+        if not 0 <= scale <= precision <= MAX_PRECISION:
+            raise Untranslatable(f"{what}: DECIMAL({precision}, {scale})")
+        return SqlType("number", precision, scale)
+    if to.this == _T.DOUBLE:
+        return DOUBLE
+    if to.this == _T.TEXT:  # STRING, and VARCHAR(n)/CHAR(n), which sqlglot reads as STRING as Spark casts them
+        return _STRING
+    if to.this == _T.DATE:
+        return _DATE
+    raise Untranslatable(f"{what}: no in-process rule for casts to {to.sql('spark')}")
+
+
+def _duckdb_type(t: SqlType) -> str:
+    if t.family == "number":
+        return INT_NAMES[t.precision] if t.integer else f"DECIMAL({t.precision}, {t.scale})"
+    return {"double": "DOUBLE", "string": "VARCHAR", "date": "DATE"}[t.family]
+
+
+def _if(condition: str, then: str, otherwise: str, x: str) -> str:
+    """``then`` where ``condition`` holds, NULL where ``x`` is NULL, else an error saying
+    ``otherwise``: the epoch then runs in Spark, which decides."""
+    message = otherwise.replace("'", "''")
+    return f"(CASE WHEN {x} IS NULL THEN NULL WHEN {condition} THEN {then} ELSE error('{message}') END)"
+
+
+def _if_matches(x: str, pattern: str, then: str, what: str) -> str:
+    """``then`` where ``x`` (a string) matches ``pattern`` whole (see :func:`_if`)."""
+    return _if(f"regexp_full_match({x}, '{pattern}')", then, f"{what}: a value outside the forms read alike (Spark decides)", x)
+
+
+class Casts:
+    """Visits of ``CAST`` (``TRY_CAST`` and ``::`` alike: sqlglot reads Spark's casts as
+    one node, and where a cast's value is invalid DuckDB fails and Spark decides) and
+    ``to_date``, taken by the translator of :mod:`ivm_assets.local.expressions`."""
+
+    def _cast(self, value: exp.Expression, target: SqlType, what: str) -> str:
+        x, t = self(value)
+        to = _duckdb_type(target)
+        if t.family == "null":
+            return f"CAST(NULL AS {to})"
+        if t.family == "number":
+            if target.family == "number" and target.integer and not t.integer:
+                return f"CAST(trunc({x}) AS {to})"
+            if target.family == "double":
+                widens_exactly(t, what)
+            if target.family == "string" and t.scale > 6:
+                # Spark writes a DECIMAL as Java's BigDecimal.toString: in scientific notation
+                # when its adjusted exponent is below -6 (0.00000001 as 1E-8, zero at scale 10
+                # as 0E-10), which only a scale above 6 reaches, for values under 10^-6.
+                least = f"CAST('0.000001' AS DECIMAL({MAX_PRECISION}, {t.scale}))"
+                return _if(f"abs({x}) >= {least}", f"CAST({x} AS VARCHAR)", f"{what}: a DECIMAL under 10^-6 (Spark writes it in scientific notation)", x)
+            if target.family in ("number", "double", "string"):
+                return f"CAST({x} AS {to})"
+        elif t.family == "double":
+            if target.family == "double":
+                return x
+            if target.family == "number" and target.integer:
+                return f"CAST(trunc({x}) AS {to})"
+        elif t.family == "string":
+            if target.family == "string":
+                return x
+            if target.family == "number":
+                pattern = _INTEGER_TEXT if target.integer else _INTEGER_TEXT + (f"(\\.[0-9]{{1,{target.scale}}})?" if target.scale else "")
+                return _if_matches(x, pattern, f"CAST({x} AS {to})", what)
+            if target.family == "double":
+                return _if_matches(x, _DOUBLE_TEXT, f"CAST({x} AS DOUBLE)", what)
+            if target.family == "date":
+                return _if_matches(x, _DATE_TEXT, f"CAST({x} AS DATE)", what)
+        elif t.family == "date":
+            if target.family == "date":
+                return x
+            if target.family == "string":
+                within = f"{x} BETWEEN DATE '1000-01-01' AND DATE '9999-12-31'"
+                return _if(within, f"CAST({x} AS VARCHAR)", f"{what}: a year outside 1000-9999 (Spark decides)", x)
+        elif t.family == "timestamp":
+            if target.family == "date":
+                return f"CAST({x} AS DATE)"
+        elif t.family == "boolean":
+            if target.family == "string":
+                return f"CAST({x} AS VARCHAR)"
+        raise Untranslatable(f"{what}: no in-process rule for casts of a {t.family} to {to}")
+
+    def visit_Cast(self, node: exp.Cast) -> tuple[str, SqlType]:
+        day = self._date_literal(node)
+        if day is not None:
+            return f"DATE '{day.isoformat()}'", _DATE
+        what = f"the cast {node.sql('spark')}"
+        target = _target(node.to, what)
+        return self._cast(node.this, target, what), target
+
+    visit_TryCast = visit_Cast
+
+    def visit_Anonymous(self, node: exp.Anonymous) -> tuple[str, SqlType]:
+        """``to_date(x)``: Spark's cast of ``x`` to DATE (parsed as written, see
+        :mod:`ivm_assets.sql.dialect`). With a pattern, and any other such function: not
+        rendered."""
+        args = node.expressions
+        if str(node.this).lower() != "to_date" or len(args) != 1:
+            raise Untranslatable(f"no in-process rule for {str(node.this).upper()} ({node.sql('spark')})")
+        return self._cast(args[0], _DATE, f"TO_DATE ({node.sql('spark')})"), _DATE
