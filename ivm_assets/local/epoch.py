@@ -44,7 +44,6 @@ from ivm_assets.operators.base import Batch, EpochContext, Operator
 from ivm_assets.operators.join import JoinOp
 from ivm_assets.operators.linear import FilterOp, ProjectOp, ScanOp, UnionAllOp
 from ivm_assets.spark.arrow import normalize_table
-from ivm_assets.sql.incrementalize import operators
 from ivm_assets.state import consolidate
 from ivm_assets.state.arrangement import StateTable
 from ivm_assets.state.layout import UNHASHED, StateLayout

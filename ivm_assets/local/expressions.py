@@ -32,8 +32,9 @@ construct, which keeps that view's epochs in Spark. The rules:
   string functions (:mod:`~ivm_assets.local.text_functions`): ``substring``, ``length``,
   ``concat``/``||``, ``trim`` of spaces, ``upper``/``lower`` of
   ASCII text;
-- window functions (the window operator's): ROW_NUMBER, RANK, DENSE_RANK, COUNT, SUM of
-  integers and DECIMALs of up to 18 digits, MIN and MAX over the default frame,
+- window functions (the window operator's, :mod:`~ivm_assets.local.window_functions`):
+  ROW_NUMBER, RANK, DENSE_RANK, LAG, LEAD, COUNT, SUM of integers and DECIMALs of up to 18
+  digits, MIN and MAX over the default frame or ROWS/RANGE frames without RANGE offsets,
   partitioned and ordered by columns of the value families, NULL order as Spark's;
 - other functions and casts: refused.
 """
@@ -48,14 +49,15 @@ from functools import lru_cache
 from sqlglot import exp, parse_one
 from sqlglot.errors import ParseError
 
-from ivm_assets.decimal_rules import MAX_PRECISION, divide_type, sum_type
+from ivm_assets.decimal_rules import MAX_PRECISION, divide_type
 from ivm_assets.duckdb_names import q
 from ivm_assets.local.casts import Casts
 from ivm_assets.local.date_functions import DateFunctions
 from ivm_assets.local.division import decimal_divide, nonzero
-from ivm_assets.local.sql_types import BOOL, DOUBLE, FAMILIES, INT_NAMES, NULL, VALUE_FAMILIES, SqlType, common_type, fit_decimal
+from ivm_assets.local.sql_types import BOOL, DOUBLE, FAMILIES, INT_NAMES, NULL, SqlType, common_type, fit_decimal
 from ivm_assets.local.text_functions import TextFunctions
 from ivm_assets.local.untranslatable import Untranslatable
+from ivm_assets.local.window_functions import WindowFunctions
 from ivm_assets.sql.dialect import DIALECT
 
 
@@ -72,7 +74,7 @@ _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _COMPARISONS = {exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">=", exp.NullSafeEQ: "IS NOT DISTINCT FROM"}
 
 
-class _Translator(TextFunctions, DateFunctions, Casts):
+class _Translator(TextFunctions, DateFunctions, Casts, WindowFunctions):
     def __init__(self, columns: dict[str, SqlType]) -> None:
         self.columns = columns
 
@@ -291,63 +293,6 @@ class _Translator(TextFunctions, DateFunctions, Casts):
     def visit_Coalesce(self, node: exp.Coalesce) -> tuple[str, SqlType]:
         items = [self(e) for e in [node.this, *node.expressions]]
         return f"COALESCE({', '.join(s for s, _ in items)})", common_type([t for _, t in items], "COALESCE")
-
-    # --- window functions (the window operator's calls) ------------------------------------
-    _RANKING = {"RowNumber": "row_number()", "Rank": "rank()", "DenseRank": "dense_rank()"}
-
-    def visit_Window(self, node: exp.Window) -> tuple[str, SqlType]:
-        """A ranking function, or COUNT / SUM (of integers and DECIMALs) / MIN / MAX over the default
-        frame, partitioned and ordered by columns of the value families. Spark's NULL order
-        is written out (ASC: NULLS FIRST); orders and partitions by floats are refused
-        (Spark normalises −0.0 and NaN there)."""
-        if node.args.get("spec") is not None:
-            raise Untranslatable(f"a window frame ({node.sql('spark')})")
-        func, t = node.this, SqlType("number", 10, 0, integer=True)
-        name = type(func).__name__
-        if name in self._RANKING:
-            call = self._RANKING[name]
-        elif isinstance(func, exp.Count) and isinstance(func.this, exp.Star):
-            call, t = "count(*)", SqlType("number", 19, 0, integer=True)
-        elif isinstance(func, (exp.Count, exp.Sum, exp.Min, exp.Max)) and not func.expressions and not func.args.get("distinct"):
-            x, xt = self._operand(func.this, VALUE_FAMILIES, f"{name.upper()} OVER")
-            if isinstance(func, exp.Count):
-                call, t = f"count({x})", SqlType("number", 19, 0, integer=True)
-            elif isinstance(func, exp.Sum):
-                call, t = f"sum({x})", self._window_sum_type(xt)
-            else:
-                call, t = f"{name.lower()}({x})", xt
-        else:
-            raise Untranslatable(f"no in-process rule for the window function {func.sql('spark')}")
-        partition = [self._operand(c, VALUE_FAMILIES, "PARTITION BY")[0] for c in node.args.get("partition_by") or []]
-        order = []
-        for o in (node.args.get("order").expressions if node.args.get("order") else []):
-            x, _ = self._operand(o.this, VALUE_FAMILIES, "a window's ORDER BY")
-            desc = bool(o.args.get("desc"))
-            first = o.args.get("nulls_first")
-            first = (not desc) if first is None else bool(first)
-            order.append(f"{x} {'DESC' if desc else 'ASC'} NULLS {'FIRST' if first else 'LAST'}")
-        over = " ".join(x for x in (
-            f"PARTITION BY {', '.join(partition)}" if partition else "", f"ORDER BY {', '.join(order)}" if order else "") if x)
-        window = f"{call} OVER ({over})"
-        if isinstance(func, exp.Sum):  # Spark's type; past its range an error in DuckDB (the epoch goes to Spark)
-            window = f"CAST({window} AS {'BIGINT' if t.integer else f'DECIMAL({t.precision}, {t.scale})'})"
-        return f"({window})", t
-
-    @staticmethod
-    def _window_sum_type(xt: SqlType) -> SqlType:
-        """SUM OVER's type, as Spark gives it: BIGINT over integers, DECIMAL(p + 10, s) over
-        DECIMAL(p, s). Only up to 18 digits: Spark's running sum is bounded by the result type
-        on the way (past it NULL, or an error under ANSI), DuckDB's only by 38 digits, and an
-        order that passes p + 10 digits between two rows must be out of reach (10¹⁰ rows of
-        the largest values)."""
-        if xt.integer:
-            return SqlType("number", 19, 0, integer=True)
-        if xt.family != "number":
-            raise Untranslatable(f"SUM OVER a {xt.family}")
-        precision, scale = xt.as_decimal()
-        if precision > 18:
-            raise Untranslatable(f"SUM OVER a number of {precision} digits")
-        return SqlType("number", *sum_type(precision, scale))
 
 
 def _like_pattern(pattern: str, escape: str) -> str:

@@ -45,6 +45,11 @@ _INT_DIGITS = {8: 3, 16: 5, 32: 10, 64: 20}
 INT_NAMES = {3: "TINYINT", 5: "SMALLINT", 10: "INTEGER", 20: "BIGINT"}
 
 
+def integer_name(digits: int) -> str:
+    """The integer type of a value of ``digits`` digits (a COUNT's 19 is a BIGINT)."""
+    return next(name for bound, name in INT_NAMES.items() if digits <= bound) if digits <= 20 else "HUGEINT"
+
+
 def arrow_type(t: pa.DataType) -> SqlType:
     """The :class:`SqlType` of a column of Arrow type ``t``; a type outside the rules is a
     family of its own (its name), which only a bare column reference may pass on."""

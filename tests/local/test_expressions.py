@@ -154,6 +154,45 @@ def test_window_sums_equal_spark_value_and_type(spark, sql):
     assert rows(ours.fetchall()) == rows(theirs.collect())
 
 
+WINDOWS = [
+    "LAG(`d`) OVER (PARTITION BY `flag` ORDER BY `i`)",
+    "LEAD(`s`, 2, 'none') OVER (ORDER BY `i`)",
+    "LAG(`f`, 1) OVER (ORDER BY `i`)",  # NaN and −0.0 copied as they are
+    "LAG(`d`, 1, 0) OVER (ORDER BY `i`)",  # the default cast to the value's DECIMAL
+    "LEAD(`day`, 1, DATE '2000-01-01') OVER (ORDER BY `i` DESC)",
+    "LAG(`i`, 0) OVER (ORDER BY `b`)",
+    "LEAD(`b` + `i`, 3) OVER (PARTITION BY `flag` ORDER BY `s`)",
+    "SUM(`d`) OVER (ORDER BY `i` ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING)",
+    "SUM(`b`) OVER (PARTITION BY `flag` ORDER BY `i` ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)",
+    "COUNT(`d`) OVER (ORDER BY `i` ROWS BETWEEN 2 FOLLOWING AND 3 FOLLOWING)",
+    "COUNT(*) OVER (ORDER BY `i` ROWS BETWEEN 3 PRECEDING AND 1 PRECEDING)",
+    "MIN(`s`) OVER (ORDER BY `i` ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING)",
+    "MAX(`day`) OVER (ORDER BY `i` RANGE BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)",
+    "SUM(`i`) OVER (ORDER BY `flag` RANGE BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING)",
+]
+
+
+def _spark_type_name(t) -> str:
+    if t.family == "number":
+        return {3: "tinyint", 5: "smallint", 10: "int", 19: "bigint", 20: "bigint"}[t.precision] if t.integer else f"decimal({t.precision},{t.scale})"
+    return t.family
+
+
+@pytest.mark.parametrize("sql", WINDOWS)
+def test_lag_lead_and_frames_equal_spark_value_and_type(spark, sql):
+    """LAG/LEAD (offsets, defaults of the value's type) and ROWS/RANGE frames: each row's
+    value (float bits included) and the type, as Spark's."""
+    translated, found = translate(sql, TYPES)
+    ours = _in_duckdb(f"i, {translated} AS w")
+    theirs = to_spark(spark, ROWS).selectExpr("i", f"{sql} AS w")
+    assert theirs.schema["w"].dataType.simpleString() == _spark_type_name(found)
+
+    def rows(found_rows):
+        return sorted(((i, repr(w) if isinstance(w, float) else _plain(w)) for i, w in found_rows), key=lambda r: (r[0] is not None, r[0]))
+
+    assert rows(ours.fetchall()) == rows(theirs.collect())
+
+
 @pytest.mark.parametrize(
     ("sql", "construct"),
     [
@@ -168,6 +207,12 @@ def test_window_sums_equal_spark_value_and_type(spark, sql):
         ("date_add(`s`, 1)", "DATE_ADD over a string"),
         ("nullif(`s`, 1)", "Spark casts implicitly"),
         ("SUM(`d` * `d`) OVER (ORDER BY `i`)", "SUM OVER a number of 31 digits"),
+        ("LAG(`i`, `i`) OVER (ORDER BY `b`)", "not a literal count"),
+        ("LAG(`s`, 1, 0) OVER (ORDER BY `b`)", "default of another type"),
+        ("LAG(`i`, 1, 0.5) OVER (ORDER BY `b`)", "default of another type"),
+        ("SUM(`i`) OVER (ORDER BY `b` RANGE BETWEEN 1 PRECEDING AND CURRENT ROW)", "RANGE frame with an offset"),
+        ("AVG(`i`) OVER (ORDER BY `b`)", "window function"),
+        ("LAG(`i`) OVER (ORDER BY `f`)", "ORDER BY over a double"),
         ("`f` < CAST(`d` AS DECIMAL(38, 10))", "DECIMAL of 38 digits widened to DOUBLE"),
         ("CAST(`s` AS TIMESTAMP)", "casts to TIMESTAMP"),
         ("`s` LIKE `s`", "LIKE with a pattern"),

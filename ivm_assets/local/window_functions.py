@@ -1,0 +1,147 @@
+"""Window functions that DuckDB computes exactly as Spark does, for
+:mod:`ivm_assets.local.expressions` (whose translator takes this visit).
+
+The window operator computes its functions over the rows of the partitions a change touches
+(each row repeated by its weight), in either engine. In DuckDB, rendered here:
+
+- ROW_NUMBER, RANK, DENSE_RANK;
+- LAG and LEAD by a literal offset ≥ 0, with an optional default of the value's family,
+  typed as the value (Spark casts the default to it; one that does not fit fails in
+  DuckDB, and Spark decides). A row's value is copied, never computed: a DOUBLE's −0.0
+  and NaN come through as they are, in both;
+- COUNT, SUM of integers and of DECIMALs of up to 18 digits, MIN and MAX, over the default
+  frame or an explicit one: ``ROWS BETWEEN`` bounds of UNBOUNDED, n PRECEDING, CURRENT ROW
+  or n FOLLOWING (n a literal), ``RANGE BETWEEN`` bounds of UNBOUNDED or CURRENT ROW (the
+  same rows in both: a RANGE offset compares values, whose types Spark and DuckDB treat
+  differently, and is refused). SUM over a frame of exact values has one answer whatever
+  order the engine adds them in, so DuckDB's segment trees give Spark's sliding sums.
+
+Partitions and orders by columns of the value families, Spark's NULL order written out
+(ASC: NULLS FIRST); by floats refused (Spark normalises −0.0 and NaN there). Ties are
+already broken by the view's lowering (``sql/order_ties.py``), and copies of one row are
+alike in every column, so a ROWS frame or a LAG sees the same values in both engines.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from ivm_assets.decimal_rules import sum_type
+from ivm_assets.local.sql_types import VALUE_FAMILIES, SqlType, integer_name
+from ivm_assets.local.untranslatable import Untranslatable
+
+_RANKING = {"RowNumber": "row_number()", "Rank": "rank()", "DenseRank": "dense_rank()"}
+_BIGINT = SqlType("number", 19, 0, integer=True)
+
+
+def _duckdb_type(t: SqlType) -> str | None:
+    """The DuckDB type a LAG/LEAD result is cast to, Spark's; None for types passed on as they are."""
+    if t.family == "number":
+        return integer_name(t.precision) if t.integer else f"DECIMAL({t.precision}, {t.scale})"
+    return {"double": "DOUBLE", "string": "VARCHAR", "date": "DATE", "boolean": "BOOLEAN"}.get(t.family)
+
+
+def _literal_count(node: exp.Expression | None, what: str, default: int) -> int:
+    """A frame bound's or offset's literal count of rows (``default`` when absent)."""
+    if node is None:
+        return default
+    if isinstance(node, exp.Literal) and not node.is_string and node.this.isdigit():
+        return int(node.this)
+    raise Untranslatable(f"{what} that is not a literal count of rows ({node.sql('spark')})")
+
+
+def _bound(value, side: str | None, kind: str, what: str) -> str:
+    """One bound of a frame, as both engines read it."""
+    if value == "UNBOUNDED":
+        return f"UNBOUNDED {side}"
+    if value == "CURRENT ROW":
+        return "CURRENT ROW"
+    if kind != "ROWS":
+        raise Untranslatable(f"a RANGE frame with an offset ({what})")
+    return f"{_literal_count(value, f'a frame bound ({what})', 0)} {side}"
+
+
+class WindowFunctions:
+    """The visit of a window function, taken by the translator of
+    :mod:`ivm_assets.local.expressions`, whose ``_operand`` and ``__call__`` it uses."""
+
+    def visit_Window(self, node: exp.Window) -> tuple[str, SqlType]:
+        func, what = node.this, node.sql("spark")
+        name = type(func).__name__
+        frame = self._frame(node.args.get("spec"), what)
+        cast_to = None
+        if name in _RANKING or isinstance(func, (exp.Lag, exp.Lead)):
+            if frame:
+                raise Untranslatable(f"a frame on {name.upper()} ({what})")
+            if name in _RANKING:
+                call, t = _RANKING[name], SqlType("number", 10, 0, integer=True)
+            else:
+                call, t = self._shifted(func, what)
+                cast_to = _duckdb_type(t)
+        elif isinstance(func, exp.Count) and isinstance(func.this, exp.Star):
+            call, t = "count(*)", _BIGINT
+        elif isinstance(func, (exp.Count, exp.Sum, exp.Min, exp.Max)) and not func.expressions and not func.args.get("distinct"):
+            x, xt = self._operand(func.this, VALUE_FAMILIES, f"{name.upper()} OVER")
+            if isinstance(func, exp.Count):
+                call, t = f"count({x})", _BIGINT
+            elif isinstance(func, exp.Sum):
+                call, t = f"sum({x})", _window_sum_type(xt)
+                cast_to = "BIGINT" if t.integer else f"DECIMAL({t.precision}, {t.scale})"
+            else:
+                call, t = f"{name.lower()}({x})", xt
+        else:
+            raise Untranslatable(f"no in-process rule for the window function {func.sql('spark')}")
+        partition = [self._operand(c, VALUE_FAMILIES, "PARTITION BY")[0] for c in node.args.get("partition_by") or []]
+        order = []
+        for o in (node.args.get("order").expressions if node.args.get("order") else []):
+            x, _ = self._operand(o.this, VALUE_FAMILIES, "a window's ORDER BY")
+            desc = bool(o.args.get("desc"))
+            first = o.args.get("nulls_first")
+            first = (not desc) if first is None else bool(first)
+            order.append(f"{x} {'DESC' if desc else 'ASC'} NULLS {'FIRST' if first else 'LAST'}")
+        over = " ".join(x for x in (
+            f"PARTITION BY {', '.join(partition)}" if partition else "", f"ORDER BY {', '.join(order)}" if order else "", frame) if x)
+        window = f"{call} OVER ({over})"
+        if cast_to:  # Spark's type; past its range an error in DuckDB (the epoch goes to Spark)
+            window = f"CAST({window} AS {cast_to})"
+        return f"({window})", t
+
+    def _frame(self, spec: exp.WindowSpec | None, what: str) -> str:
+        """An explicit frame as DuckDB SQL ('' for none)."""
+        if spec is None:
+            return ""
+        kind = str(spec.args.get("kind") or "").upper()
+        if kind not in ("ROWS", "RANGE"):
+            raise Untranslatable(f"a {kind or 'window'} frame ({what})")
+        start = _bound(spec.args.get("start"), spec.args.get("start_side"), kind, what)
+        end = _bound(spec.args.get("end"), spec.args.get("end_side"), kind, what)
+        return f"{kind} BETWEEN {start} AND {end}"
+
+    def _shifted(self, func: exp.Lag | exp.Lead, what: str) -> tuple[str, SqlType]:
+        """LAG/LEAD: the value ``offset`` rows before/after in the partition, else the default."""
+        x, xt = self._operand(func.this, (*VALUE_FAMILIES, "double"), type(func).__name__.upper())
+        offset = _literal_count(func.args.get("offset"), f"{type(func).__name__.upper()} by an offset", 1)
+        args = [x, str(offset)]
+        default = func.args.get("default")
+        if default is not None:
+            d, dt = self(default)
+            if dt.family not in (xt.family, "null") or (xt.family == "number" and xt.integer and not dt.integer):
+                raise Untranslatable(f"a default of another type than the value ({what}: Spark casts it)")
+            args.append(f"CAST({d} AS {_duckdb_type(xt)})" if _duckdb_type(xt) else d)
+        return f"{type(func).__name__.lower()}({', '.join(args)})", xt
+
+
+def _window_sum_type(xt: SqlType) -> SqlType:
+    """SUM OVER's type, as Spark gives it: BIGINT over integers, DECIMAL(p + 10, s) over
+    DECIMAL(p, s). Only up to 18 digits: Spark's running sum is bounded by the result type on
+    the way (past it NULL, or an error under ANSI), DuckDB's only by 38 digits, and an order
+    that passes p + 10 digits between two rows must be out of reach (10¹⁰ rows of the
+    largest values)."""
+    if xt.integer:
+        return _BIGINT
+    if xt.family != "number":
+        raise Untranslatable(f"SUM OVER a {xt.family}")
+    precision, scale = xt.as_decimal()
+    if precision > 18:
+        raise Untranslatable(f"SUM OVER a number of {precision} digits")
+    return SqlType("number", *sum_type(precision, scale))
