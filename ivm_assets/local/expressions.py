@@ -33,8 +33,8 @@ construct, which keeps that view's epochs in Spark. The rules:
   ``concat``/``||``, ``trim`` of spaces, ``upper``/``lower`` of
   ASCII text;
 - window functions (the window operator's, :mod:`~ivm_assets.local.window_functions`):
-  ROW_NUMBER, RANK, DENSE_RANK, LAG, LEAD, COUNT, SUM of integers and DECIMALs of up to 18
-  digits, MIN and MAX over the default frame or ROWS/RANGE frames without RANGE offsets,
+  ROW_NUMBER, RANK, DENSE_RANK, LAG, LEAD, COUNT, SUM and AVG of integers and DECIMALs of
+  up to 18 digits, MIN and MAX over the default frame or ROWS/RANGE frames without RANGE offsets,
   partitioned and ordered by columns of the value families, NULL order as Spark's;
 - other functions and casts: refused.
 """

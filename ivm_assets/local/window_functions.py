@@ -9,8 +9,8 @@ The window operator computes its functions over the rows of the partitions a cha
   typed as the value (Spark casts the default to it; one that does not fit fails in
   DuckDB, and Spark decides). A row's value is copied, never computed: a DOUBLE's −0.0
   and NaN come through as they are, in both;
-- COUNT, SUM of integers and of DECIMALs of up to 18 digits, MIN and MAX, over the default
-  frame or an explicit one: ``ROWS BETWEEN`` bounds of UNBOUNDED, n PRECEDING, CURRENT ROW
+- COUNT, SUM and AVG of integers and of DECIMALs of up to 18 digits (AVG: see
+  :func:`_average`), MIN and MAX, over the default frame or an explicit one: ``ROWS BETWEEN`` bounds of UNBOUNDED, n PRECEDING, CURRENT ROW
   or n FOLLOWING (n a literal), ``RANGE BETWEEN`` bounds of UNBOUNDED or CURRENT ROW (the
   same rows in both: a RANGE offset compares values, whose types Spark and DuckDB treat
   differently, and is refused). SUM over a frame of exact values has one answer whatever
@@ -26,8 +26,9 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from ivm_assets.decimal_rules import sum_type
-from ivm_assets.local.sql_types import VALUE_FAMILIES, SqlType, integer_name
+from ivm_assets.decimal_rules import average_type, sum_type
+from ivm_assets.local.division import decimal_divide
+from ivm_assets.local.sql_types import DOUBLE, VALUE_FAMILIES, SqlType, integer_name
 from ivm_assets.local.untranslatable import Untranslatable
 
 _RANKING = {"RowNumber": "row_number()", "Rank": "rank()", "DenseRank": "dense_rank()"}
@@ -69,28 +70,8 @@ class WindowFunctions:
         func, what = node.this, node.sql("spark")
         name = type(func).__name__
         frame = self._frame(node.args.get("spec"), what)
-        cast_to = None
-        if name in _RANKING or isinstance(func, (exp.Lag, exp.Lead)):
-            if frame:
-                raise Untranslatable(f"a frame on {name.upper()} ({what})")
-            if name in _RANKING:
-                call, t = _RANKING[name], SqlType("number", 10, 0, integer=True)
-            else:
-                call, t = self._shifted(func, what)
-                cast_to = _duckdb_type(t)
-        elif isinstance(func, exp.Count) and isinstance(func.this, exp.Star):
-            call, t = "count(*)", _BIGINT
-        elif isinstance(func, (exp.Count, exp.Sum, exp.Min, exp.Max)) and not func.expressions and not func.args.get("distinct"):
-            x, xt = self._operand(func.this, VALUE_FAMILIES, f"{name.upper()} OVER")
-            if isinstance(func, exp.Count):
-                call, t = f"count({x})", _BIGINT
-            elif isinstance(func, exp.Sum):
-                call, t = f"sum({x})", _window_sum_type(xt)
-                cast_to = "BIGINT" if t.integer else f"DECIMAL({t.precision}, {t.scale})"
-            else:
-                call, t = f"{name.lower()}({x})", xt
-        else:
-            raise Untranslatable(f"no in-process rule for the window function {func.sql('spark')}")
+        if frame and (name in _RANKING or isinstance(func, (exp.Lag, exp.Lead))):
+            raise Untranslatable(f"a frame on {name.upper()} ({what})")
         partition = [self._operand(c, VALUE_FAMILIES, "PARTITION BY")[0] for c in node.args.get("partition_by") or []]
         order = []
         for o in (node.args.get("order").expressions if node.args.get("order") else []):
@@ -101,10 +82,29 @@ class WindowFunctions:
             order.append(f"{x} {'DESC' if desc else 'ASC'} NULLS {'FIRST' if first else 'LAST'}")
         over = " ".join(x for x in (
             f"PARTITION BY {', '.join(partition)}" if partition else "", f"ORDER BY {', '.join(order)}" if order else "", frame) if x)
-        window = f"{call} OVER ({over})"
-        if cast_to:  # Spark's type; past its range an error in DuckDB (the epoch goes to Spark)
-            window = f"CAST({window} AS {cast_to})"
-        return f"({window})", t
+
+        def window(call: str) -> str:
+            return f"{call} OVER ({over})"
+
+        if name in _RANKING:
+            return f"({window(_RANKING[name])})", SqlType("number", 10, 0, integer=True)
+        if isinstance(func, (exp.Lag, exp.Lead)):
+            call, t = self._shifted(func, what)
+            to = _duckdb_type(t)
+            return (f"(CAST({window(call)} AS {to}))" if to else f"({window(call)})"), t
+        if isinstance(func, exp.Count) and isinstance(func.this, exp.Star):
+            return f"({window('count(*)')})", _BIGINT
+        if not isinstance(func, (exp.Count, exp.Sum, exp.Min, exp.Max, exp.Avg)) or func.expressions or func.args.get("distinct"):
+            raise Untranslatable(f"no in-process rule for the window function {func.sql('spark')}")
+        x, xt = self._operand(func.this, VALUE_FAMILIES, f"{name.upper()} OVER")
+        if isinstance(func, exp.Count):
+            return f"({window(f'count({x})')})", _BIGINT
+        if isinstance(func, exp.Sum):  # Spark's type; past its range an error in DuckDB (the epoch goes to Spark)
+            t = _window_sum_type(xt)
+            return f"(CAST({window(f'sum({x})')} AS {'BIGINT' if t.integer else f'DECIMAL({t.precision}, {t.scale})'}))", t
+        if isinstance(func, exp.Avg):
+            return _average(window, x, xt, what)
+        return f"({window(f'{name.lower()}({x})')})", xt
 
     def _frame(self, spec: exp.WindowSpec | None, what: str) -> str:
         """An explicit frame as DuckDB SQL ('' for none)."""
@@ -129,6 +129,27 @@ class WindowFunctions:
                 raise Untranslatable(f"a default of another type than the value ({what}: Spark casts it)")
             args.append(f"CAST({d} AS {_duckdb_type(xt)})" if _duckdb_type(xt) else d)
         return f"{type(func).__name__.lower()}({', '.join(args)})", xt
+
+
+def _average(window, x: str, xt: SqlType, what: str) -> tuple[str, SqlType]:
+    """AVG OVER, as Spark computes it over the frame: NULL over no value; over DECIMAL(p, s)
+    of up to 18 digits the exact sum divided by the count, rounded into DECIMAL(p + 4, s + 4)
+    as the aggregate's AVG is (:func:`~ivm_assets.local.division.decimal_divide`); over
+    integers a DOUBLE, which Spark sums row by row in double precision: the same value only
+    while every partial sum is exact, so a frame whose absolute values reach 2^53 together
+    fails in DuckDB, and Spark decides."""
+    count = window(f"count({x})")
+    if xt.integer:
+        exact = f"{window(f'sum(abs(CAST({x} AS HUGEINT)))')} < {2**53}"
+        quotient = f"CAST({window(f'sum({x})')} AS DOUBLE) / CAST({count} AS DOUBLE)"
+        message = f"{what}: a sum of integers that DOUBLE may not hold exactly (Spark decides)".replace("'", "''")
+        return f"(CASE WHEN {count} = 0 THEN NULL WHEN {exact} THEN {quotient} ELSE error('{message}') END)", DOUBLE
+    if xt.family != "number":
+        raise Untranslatable(f"AVG OVER a {xt.family}")
+    _window_sum_type(xt)  # the same bound on the running sum as SUM OVER's
+    precision, scale = average_type(*xt.as_decimal())
+    return f"(CASE WHEN {count} = 0 THEN NULL ELSE {decimal_divide(window(f'sum({x})'), count, precision, scale)} END)", SqlType(
+        "number", precision, scale)
 
 
 def _window_sum_type(xt: SqlType) -> SqlType:

@@ -169,6 +169,11 @@ WINDOWS = [
     "MIN(`s`) OVER (ORDER BY `i` ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING)",
     "MAX(`day`) OVER (ORDER BY `i` RANGE BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)",
     "SUM(`i`) OVER (ORDER BY `flag` RANGE BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING)",
+    "AVG(`d`) OVER (PARTITION BY `flag` ORDER BY `i`)",
+    "AVG(`d` + `e`) OVER ()",
+    "AVG(`i`) OVER (ORDER BY `b` ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING)",
+    "AVG(`b`) OVER (ORDER BY `i`)",
+    "AVG(`e`) OVER (ORDER BY `i` ROWS BETWEEN 2 FOLLOWING AND 3 FOLLOWING)",  # empty frames: NULL
 ]
 
 
@@ -193,6 +198,16 @@ def test_lag_lead_and_frames_equal_spark_value_and_type(spark, sql):
     assert rows(ours.fetchall()) == rows(theirs.collect())
 
 
+def test_an_average_of_integers_past_double_precision_fails_instead_of_guessing_sparks_answer():
+    """Spark's AVG OVER integers sums in DOUBLE, row by row: past 2^53 its partial sums round
+    in an order DuckDB does not follow, so such a frame goes to Spark."""
+    translated, _ = translate("AVG(`b`) OVER (ORDER BY `b`)", {"b": arrow_type(pa.int64())})
+    con = duckdb.connect()
+    con.register("t", pa.table({"b": pa.array([2**62, 3, -(2**62)], pa.int64())}))
+    with pytest.raises(duckdb.Error, match="DOUBLE may not hold exactly"):
+        con.sql(f"SELECT {translated} FROM t").fetchall()
+
+
 @pytest.mark.parametrize(
     ("sql", "construct"),
     [
@@ -211,7 +226,8 @@ def test_lag_lead_and_frames_equal_spark_value_and_type(spark, sql):
         ("LAG(`s`, 1, 0) OVER (ORDER BY `b`)", "default of another type"),
         ("LAG(`i`, 1, 0.5) OVER (ORDER BY `b`)", "default of another type"),
         ("SUM(`i`) OVER (ORDER BY `b` RANGE BETWEEN 1 PRECEDING AND CURRENT ROW)", "RANGE frame with an offset"),
-        ("AVG(`i`) OVER (ORDER BY `b`)", "window function"),
+        ("AVG(`f`) OVER (ORDER BY `i`)", "AVG OVER over a double"),
+        ("STDDEV(`i`) OVER (ORDER BY `b`)", "window function"),
         ("LAG(`i`) OVER (ORDER BY `f`)", "ORDER BY over a double"),
         ("`f` < CAST(`d` AS DECIMAL(38, 10))", "DECIMAL of 38 digits widened to DOUBLE"),
         ("CAST(`s` AS TIMESTAMP)", "casts to TIMESTAMP"),

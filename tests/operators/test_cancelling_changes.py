@@ -42,7 +42,8 @@ VIEWS = {
     "except_all": "SELECT k FROM t EXCEPT ALL SELECT k FROM u",
     "window": "SELECT id, k, RANK() OVER (PARTITION BY k ORDER BY v) AS r FROM t",
     "lag_frames": "SELECT id, k, LAG(v, 1, 0) OVER (PARTITION BY k ORDER BY v, id) AS prev, "
-    "SUM(v) OVER (PARTITION BY k ORDER BY id ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS recent FROM t",
+    "SUM(v) OVER (PARTITION BY k ORDER BY id ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS recent, AVG(v) OVER (PARTITION BY k) AS mean "
+    "FROM t",
     "top": "SELECT id, v FROM t ORDER BY v DESC, id LIMIT 100",
     "top_offset": "SELECT id, s FROM t WHERE k IS NOT NULL ORDER BY s, id LIMIT 100 OFFSET 2",
     "top_per_group": "SELECT k, id, rn FROM (SELECT k, id, ROW_NUMBER() OVER (PARTITION BY k ORDER BY v DESC) AS rn FROM t) "
