@@ -34,6 +34,7 @@ NAN, INF = float("nan"), float("inf")
 NUMS = pa.schema([
     ("id", pa.int64()), ("g", pa.string()), ("b", pa.int64()), ("i", pa.int32()),
     ("d38", pa.decimal128(38, 10)), ("d0", pa.decimal128(38, 0)), ("d15", pa.decimal128(15, 2)), ("x", pa.float64()),
+    ("r", pa.float32()),
 ])
 KEYS = pa.schema([("id", pa.int64()), ("kd", pa.float64()), ("kb", pa.int64()), ("kdec", pa.decimal128(10, 2))])
 
@@ -65,6 +66,9 @@ VIEWS = {
     # itself, −0.0 equal to 0.0, ±Infinity, a sum past 2⁶³ in DOUBLE.
     "double_expressions": "SELECT id, x * 2 + b AS y, -x AS nx, x - i AS z, CASE WHEN x > d15 THEN x ELSE d15 END AS hi "
     "FROM nums WHERE x > i OR x = 0 OR x = x * 1 OR x BETWEEN -1 AND 1 OR x IN (2.5, -2)",
+    # FLOAT: summed in DOUBLE by Spark (3.4e38 twice overflows a FLOAT, not a DOUBLE), NaN, −0.0, compared as FLOATs.
+    "floats": "SELECT g, SUM(r) AS s, AVG(r) AS a, MIN(r) AS lo, MAX(r) AS hi, COUNT(DISTINCT r) AS nd, "
+    "SUM(CAST(r AS DOUBLE)) AS sd, COUNT(CASE WHEN r = r THEN 1 END) AS same FROM nums GROUP BY g",
     # Casts between numbers and to text (a DECIMAL truncated to an integer, an INT widened).
     "casts": "SELECT id, CAST(d15 AS BIGINT) AS di, CAST(i AS DECIMAL(12, 2)) AS i2, CAST(d15 AS DOUBLE) AS dx, "
     "CAST(b AS STRING) AS bs, CAST(d15 AS STRING) AS ds, CAST(-d15 AS DECIMAL(14, 1)) AS r FROM nums",
@@ -82,9 +86,9 @@ def corpus_epochs(builder) -> list:
     return [
         # Keys equal to the build's −0.0 and NaN; NaN and ±Infinity into the sums.
         [append(rhs, _keys((2, 0.0, 0, Decimal("0.00")), (3, NAN, 2, Decimal("1.50")))),
-         append(nums, _nums((5, "b", 1, 1, Decimal("1E-10"), Decimal(1), Decimal("0.05"), NAN),
-                            (6, "c", -1, -1, Decimal(0), Decimal(-1), Decimal("0.01"), INF),
-                            (7, "c", 3, 2, Decimal(0), Decimal(1), Decimal("0.02"), -INF)))],
+         append(nums, _nums((5, "b", 1, 1, Decimal("1E-10"), Decimal(1), Decimal("0.05"), NAN, NAN),
+                            (6, "c", -1, -1, Decimal(0), Decimal(-1), Decimal("0.01"), INF, 3.4e38),
+                            (7, "c", 3, 2, Decimal(0), Decimal(1), Decimal("0.02"), -INF, 3.4e38)))],
         # Rows leave: a 2⁶² (SUM wraps back), a 6·10³⁷ (the overflowed SUM is exact again), the NaN of group b.
         [lambda: delete_rows(nums, "id = 1"), lambda: delete_rows(nums, "id = 5"),
          append(rhs, _keys((4, 0.0, -1, Decimal("0.00")), (5, -0.0, 0, Decimal("-0.00"))))],
@@ -92,7 +96,7 @@ def corpus_epochs(builder) -> list:
         [lambda: delete_rows(nums, "id = 6"), append(lhs, _keys((9, -0.0, 5, Decimal("2.00")))),
          lambda: update_rows(nums, set_sql={"g": "g"}, predicate="id >= 0")],
         [lambda: delete_rows(nums, "id = 7"), lambda: delete_rows(rhs, "id = 2"),
-         append(nums, _nums((8, "a", BIG, 0, MAX_D38, Decimal(10) ** 37 * 6, Decimal("9999999999999.99"), -0.0)))],
+         append(nums, _nums((8, "a", BIG, 0, MAX_D38, Decimal(10) ** 37 * 6, Decimal("9999999999999.99"), -0.0, -0.0)))],
     ]
 
 
@@ -105,11 +109,11 @@ def create_corpus(builder):
     """The sources and views of this corpus in ``builder`` (also used by
     ``benchmarks/in_process_share.py``)."""
     builder.source("nums", _nums(
-        (1, "a", BIG, 2**31 - 1, Decimal("1E-10"), Decimal(10) ** 37 * 6, Decimal("9999999999999.99"), NAN),
-        (2, "a", BIG, -(2**31), Decimal(0), Decimal(10) ** 37 * 6, Decimal("0.01"), -0.0),
-        (3, "a", -(2**63), 0, Decimal(0), Decimal(-1), None, 0.0),
+        (1, "a", BIG, 2**31 - 1, Decimal("1E-10"), Decimal(10) ** 37 * 6, Decimal("9999999999999.99"), NAN, 0.1),
+        (2, "a", BIG, -(2**31), Decimal(0), Decimal(10) ** 37 * 6, Decimal("0.01"), -0.0, -0.0),
+        (3, "a", -(2**63), 0, Decimal(0), Decimal(-1), None, 0.0, 0.0),
         (4, "b", 2**63 - 1, None, MAX_D38, None, Decimal("0.01"), 1e300),
-        (10, "b", 1, 7, MAX_D38, Decimal(1), Decimal("0.02"), 2.5),
+        (10, "b", 1, 7, MAX_D38, Decimal(1), Decimal("0.02"), 2.5, 1e-45),
         (11, None, None, None, None, None, None, None),
     ))
     builder.source("lhs", _keys((1, -0.0, 0, Decimal("0.00")), (2, NAN, 3, Decimal("1.50")), (3, 2.5, 2, None), (4, None, None, None)))

@@ -28,12 +28,13 @@ class AggregateVisits:
             family = arrow_type(delta.schema.field(a.arg).type).family if a.arg else None
             # DOUBLE too: both engines add doubles one after another, uncompensated, and a
             # running sum differs from a recompute by rounding in either engine (docs/sql-support.md,
-            # Exactness). Not a string (Spark sums it cast to DOUBLE) nor a FLOAT.
-            if a.func in ("sum", "avg") and family not in ("number", "double"):
+            # Exactness). FLOAT too: both add its values converted to DOUBLE. Not a string
+            # (Spark sums it cast to DOUBLE, from text DuckDB reads otherwise).
+            if a.func in ("sum", "avg") and family not in ("number", "double", "float"):
                 raise Untranslatable(f"{a.func.upper()} over a {family}")
-            # DOUBLE too: the values are consolidated (−0.0 as 0.0, one NaN) as Spark's are,
-            # and both order NaN above +Infinity.
-            if i in op.values and family not in (*VALUE_FAMILIES, "double"):
+            # DOUBLE and FLOAT too: the values are consolidated (−0.0 as 0.0, one NaN) as
+            # Spark's are, and both order NaN above +Infinity.
+            if i in op.values and family not in (*VALUE_FAMILIES, "double", "float"):
                 raise Untranslatable(f"{a.func.upper()} over a column of type {delta.schema.field(a.arg).type}")
         keys, names = op.group_keys, [*op.group_keys, *op.partials]
         state_types = self._state_schema(op.groups)

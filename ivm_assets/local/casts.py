@@ -18,8 +18,8 @@ The rules, from a value of:
   from zero) as Spark's ``changePrecision`` rounds (past the precision: fails), to DOUBLE up
   to 15 digits (see :func:`~ivm_assets.local.sql_types.widens_exactly`), to STRING (where
   Spark writes it without an exponent: scale up to 6, or a value of at least 10^-6);
-- a DOUBLE: to an integer type truncated toward zero (NaN, ±Infinity, past the range:
-  fails);
+- a DOUBLE or FLOAT: to an integer type truncated toward zero (NaN, ±Infinity, past the
+  range: fails); a FLOAT to DOUBLE (exactly);
 - a STRING in canonical form only: digits with an optional minus to integers; with at most
   the target's scale of fractional digits to DECIMAL (no rounding); decimal digits with an
   optional exponent to DOUBLE (both read it correctly rounded); ``yyyy-mm-dd`` (years 1000
@@ -29,8 +29,8 @@ The rules, from a value of:
   the session zone, the connection's; a TIMESTAMP_NTZ's date part);
 - a BOOLEAN: to STRING (``true``/``false``).
 
-FLOAT, BOOLEAN and TIMESTAMP targets, a DOUBLE to DECIMAL or STRING, and a TIMESTAMP to
-STRING are refused. VARCHAR(n) and CHAR(n) are STRING, as Spark 4 casts to them by default
+FLOAT, BOOLEAN and TIMESTAMP targets, a DOUBLE or FLOAT to DECIMAL or STRING, and a
+TIMESTAMP to STRING are refused. VARCHAR(n) and CHAR(n) are STRING, as Spark 4 casts to them by default
 (``spark.sql.preserveCharVarcharTypeInfo`` off).
 """
 
@@ -112,9 +112,9 @@ class Casts:
                 return _if(f"abs({x}) >= {least}", f"CAST({x} AS VARCHAR)", f"{what}: a DECIMAL under 10^-6 (Spark writes it in scientific notation)", x)
             if target.family in ("number", "double", "string"):
                 return f"CAST({x} AS {to})"
-        elif t.family == "double":
+        elif t.family in ("double", "float"):
             if target.family == "double":
-                return x
+                return x if t.family == "double" else f"CAST({x} AS DOUBLE)"  # every FLOAT is a DOUBLE exactly
             if target.family == "number" and target.integer:
                 return f"CAST(trunc({x}) AS {to})"
         elif t.family == "string":

@@ -6,7 +6,8 @@ give the value Spark gives, row for row: a view is never silently wrong. So tran
 is by rule, and an expression outside the rules raises :class:`Untranslatable` with the
 construct, which keeps that view's epochs in Spark. The rules:
 
-- columns of integer, DECIMAL, STRING, DATE, TIMESTAMP and BOOLEAN type; DOUBLE columns in
+- columns of integer, DECIMAL, STRING, DATE, TIMESTAMP and BOOLEAN type; FLOAT columns
+  beside FLOATs and in casts (see :mod:`~ivm_assets.local.sql_types`); DOUBLE columns in
   comparisons and ``+ − ×`` (IEEE in both engines; an integer or DECIMAL beside a DOUBLE is
   widened to DOUBLE, as Spark does), not ``/`` (Spark's division by zero);
 - literals: integers, decimals, strings without backslashes, ``CAST('yyyy-mm-dd' AS DATE)``,

@@ -37,7 +37,10 @@ class SqlType:
 VALUE_FAMILIES = ("number", "string", "date", "timestamp", "boolean")
 # DOUBLE values enter expressions (comparisons, + − ×), not keys, orders or MIN/MAX: there
 # −0.0 and NaN would need Spark's normalisation, which the operators' rules do not mirror.
-FAMILIES = (*VALUE_FAMILIES, "double", "null")
+# FLOAT values only meet FLOATs (comparisons, CASE, COALESCE) and casts: Spark widens a FLOAT
+# beside other numbers by rules that depend on ANSI mode (to FLOAT or to DOUBLE), and
+# computes FLOAT arithmetic in single precision.
+FAMILIES = (*VALUE_FAMILIES, "double", "float", "null")
 DOUBLE = SqlType("double")
 NULL = SqlType("null")
 BOOL = SqlType("boolean")
@@ -67,6 +70,8 @@ def arrow_type(t: pa.DataType) -> SqlType:
         return BOOL
     if pa.types.is_float64(t):
         return DOUBLE
+    if pa.types.is_float32(t):
+        return SqlType("float")
     return SqlType(str(t))
 
 

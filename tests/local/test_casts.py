@@ -45,6 +45,7 @@ ROWS = pa.table({
     "tiny": _column([Decimal(v) if v else None for v in ["0.00000001", "-0.00000010", "0E-8", "1.5", "99.99999999", "0.00000100", "-0.00000099", "-0.00000100", None]], pa.decimal128(10, 8)),
     "f": _column([1.5, -1.5, -0.0, float("nan"), float("inf"), float("-inf"), 2.9e9, 1e19, -2.5, 2.0**53 + 2, 127.9, -128.9, None],
                  pa.float64()),
+    "r": _column([1.5, -1.5, -0.0, float("nan"), float("inf"), 3.4e38, 2.5, -128.9, 1e-45, 0.1, None], pa.float32()),
     "day": _column([dt.date(1994, 1, 1), dt.date(999, 12, 31), dt.date(1, 1, 1), dt.date(9999, 12, 31), dt.date(1582, 10, 10), None],
                    pa.date32()),
     "ts": _column([dt.datetime(1994, 1, 1, 23, 59, 59), dt.datetime(1969, 12, 31, 0, 0, 1), dt.datetime(1582, 10, 4, 12), None],
@@ -63,7 +64,7 @@ CASTS = [
     "CAST(`d` AS DOUBLE)", "CAST(`d` AS STRING)", "CAST(`d` AS DECIMAL)", "CAST(`d` * 3 AS DECIMAL(12, 1))",
     "CAST(`w` AS BIGINT)", "CAST(`w` AS DECIMAL(20, 2))", "CAST(`w` AS STRING)", "CAST(`tiny` AS STRING)",
     "CAST(`i` AS VARCHAR(3))", "CAST(`d` AS CHAR(2))",
-    "CAST(`f` AS INT)", "CAST(`f` AS BIGINT)", "CAST(`f` AS SMALLINT)",
+    "CAST(`f` AS INT)", "CAST(`f` AS BIGINT)", "CAST(`f` AS SMALLINT)", "CAST(`r` AS DOUBLE)", "CAST(`r` AS INT)", "CAST(`r` AS BIGINT)",
     "CAST(`day` AS STRING)", "CAST(`ts` AS DATE)", "to_date(`ts`)", "date_add(`ts`, 1)", "date_sub(`ts`, 40)",
     "CAST(`flag` AS STRING)", "CAST(NULL AS INT)",
 ]
@@ -142,6 +143,7 @@ def test_a_cast_answered_in_process_is_sparks_in_both_ansi_modes(answers, sql):
     [
         ("CAST(`f` AS DECIMAL(10, 2))", "casts of a double"),
         ("CAST(`f` AS STRING)", "casts of a double"),
+        ("CAST(`r` AS DECIMAL(10, 2))", "casts of a float"),
         ("CAST(`ts` AS STRING)", "casts of a timestamp"),
         ("CAST(`i` AS FLOAT)", "casts to FLOAT"),
         ("CAST(`s` AS BOOLEAN)", "casts to BOOLEAN"),

@@ -55,8 +55,8 @@ def test_filter_project_aggregate_distinct_run_in_process_and_match_a_recompute(
 
 
 OUTSIDE_THE_RULES = {
-    "frame": ("SELECT id, SUM(qty) OVER (PARTITION BY cust ORDER BY id ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) AS s FROM orders",
-              "a window frame"),
+    "frame": ("SELECT id, SUM(qty) OVER (PARTITION BY cust ORDER BY id RANGE BETWEEN 1 PRECEDING AND CURRENT ROW) AS s FROM orders",
+              "a RANGE frame with an offset"),
     "upper": ("SELECT region, SUM(qty) AS q FROM orders WHERE upper(region) = 'NORTH' GROUP BY region", "UPPER of text outside ASCII"),
     "cast": ("SELECT region, COUNT(*) AS n FROM orders WHERE cust = '1' GROUP BY region", "Spark casts implicitly"),
 }

@@ -26,6 +26,7 @@ ROWS = pa.table(
         "day": pa.array([dt.date(1994, 1, 1), dt.date(1994, 12, 31), None, dt.date(1995, 1, 1), dt.date(1993, 2, 28), dt.date(1994, 6, 15)], pa.date32()),
         "flag": pa.array([True, False, None, True, False, None], pa.bool_()),
         "f": pa.array([1.5, None, -0.0, 2.0, float("nan"), 3.25], pa.float64()),
+        "r": pa.array([0.1, float("nan"), 0.0, None, -0.0, 3.4e38], pa.float32()),
     }
 )
 TYPES = {f.name: arrow_type(f.type) for f in ROWS.schema}
@@ -98,6 +99,13 @@ SAME = [
     "`f` / 3",
     "`i` / (`f` + 10) + `d` / (`f` + 10)",
     "`f` / (`f` - 4)",
+    # FLOAT among FLOATs: compared in single precision (NaN equal to itself, −0.0 to 0.0), widened by a cast.
+    "`r` = `r`",
+    "`r` < `r` OR `r` IS NULL",
+    "`r` <=> CASE WHEN `flag` THEN `r` END",
+    "COALESCE(`r`, `r`)",
+    "CAST(`r` AS DOUBLE) > `f`",
+    "CAST(`r` AS DOUBLE) * 3",
 ]
 
 
@@ -217,6 +225,9 @@ def test_an_average_of_integers_past_double_precision_fails_instead_of_guessing_
         ("substring(`s`, -2, 1)", "SUBSTRING with a position"),
         ("concat(`s`, `i`)", "CONCAT over a number"),
         ("`s` = 1", "Spark casts implicitly"),
+        ("`r` + 1", "over a float"),
+        ("`r` > 0.5", "Spark casts implicitly"),
+        ("`r` = `f`", "Spark casts implicitly"),
         ("SUM(`f`) OVER (ORDER BY `i`)", "SUM OVER over a double"),
         ("date_add(`day`, `b`)", "not an INT"),
         ("date_add(`s`, 1)", "DATE_ADD over a string"),
