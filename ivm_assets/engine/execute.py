@@ -136,7 +136,7 @@ def _rebuild_needed(exc: BaseException, view: str, where: ViewLocation) -> Rebui
 
 def _run_epoch(
     spark: SparkSession | LazySession, view: CompiledView, where: ViewLocation, relations: dict[str, str], record: EpochRecord,
-    epoch: Epoch, buckets: int, notes: dict[str, str], *, small_builds: bool,
+    epoch: Epoch, buckets: int, notes: dict[str, str], *, small_builds: bool = True,
 ) -> dict:
     """Compute the epoch ``record`` planned and commit it (state, then output). An
     incremental epoch runs in process when it can, and touches ``spark`` only otherwise. A
