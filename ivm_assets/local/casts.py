@@ -39,7 +39,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from ivm_assets.decimal_rules import MAX_PRECISION
-from ivm_assets.local.sql_types import DOUBLE, INT_NAMES, SqlType, widens_exactly
+from ivm_assets.local.sql_types import DOUBLE, SqlType, duckdb_type, widens_exactly
 from ivm_assets.local.untranslatable import Untranslatable
 
 _T = exp.DataType.Type
@@ -71,12 +71,6 @@ def _target(to: exp.DataType, what: str) -> SqlType:
     raise Untranslatable(f"{what}: no in-process rule for casts to {to.sql('spark')}")
 
 
-def _duckdb_type(t: SqlType) -> str:
-    if t.family == "number":
-        return INT_NAMES[t.precision] if t.integer else f"DECIMAL({t.precision}, {t.scale})"
-    return {"double": "DOUBLE", "string": "VARCHAR", "date": "DATE"}[t.family]
-
-
 def _if(condition: str, then: str, otherwise: str, x: str) -> str:
     """``then`` where ``condition`` holds, NULL where ``x`` is NULL, else an error saying
     ``otherwise``: the epoch then runs in Spark, which decides."""
@@ -96,7 +90,7 @@ class Casts:
 
     def _cast(self, value: exp.Expression, target: SqlType, what: str) -> str:
         x, t = self(value)
-        to = _duckdb_type(target)
+        to = duckdb_type(target)
         if t.family == "null":
             return f"CAST(NULL AS {to})"
         if t.family == "number":

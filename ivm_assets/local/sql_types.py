@@ -53,6 +53,13 @@ def integer_name(digits: int) -> str:
     return next(name for bound, name in INT_NAMES.items() if digits <= bound) if digits <= 20 else "HUGEINT"
 
 
+def duckdb_type(t: SqlType) -> str | None:
+    """The DuckDB type that holds Spark's values of type ``t`` (None: a family without one here)."""
+    if t.family == "number":
+        return integer_name(t.precision) if t.integer else f"DECIMAL({t.precision}, {t.scale})"
+    return {"double": "DOUBLE", "float": "FLOAT", "string": "VARCHAR", "date": "DATE", "boolean": "BOOLEAN"}.get(t.family)
+
+
 def arrow_type(t: pa.DataType) -> SqlType:
     """The :class:`SqlType` of a column of Arrow type ``t``; a type outside the rules is a
     family of its own (its name), which only a bare column reference may pass on."""

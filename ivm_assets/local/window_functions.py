@@ -28,18 +28,11 @@ from sqlglot import exp
 
 from ivm_assets.decimal_rules import average_type, sum_type
 from ivm_assets.local.division import decimal_divide
-from ivm_assets.local.sql_types import DOUBLE, VALUE_FAMILIES, SqlType, integer_name
+from ivm_assets.local.sql_types import DOUBLE, VALUE_FAMILIES, SqlType, duckdb_type
 from ivm_assets.local.untranslatable import Untranslatable
 
 _RANKING = {"RowNumber": "row_number()", "Rank": "rank()", "DenseRank": "dense_rank()"}
 _BIGINT = SqlType("number", 19, 0, integer=True)
-
-
-def _duckdb_type(t: SqlType) -> str | None:
-    """The DuckDB type a LAG/LEAD result is cast to, Spark's; None for types passed on as they are."""
-    if t.family == "number":
-        return integer_name(t.precision) if t.integer else f"DECIMAL({t.precision}, {t.scale})"
-    return {"double": "DOUBLE", "string": "VARCHAR", "date": "DATE", "boolean": "BOOLEAN"}.get(t.family)
 
 
 def _literal_count(node: exp.Expression | None, what: str, default: int) -> int:
@@ -90,7 +83,7 @@ class WindowFunctions:
             return f"({window(_RANKING[name])})", SqlType("number", 10, 0, integer=True)
         if isinstance(func, (exp.Lag, exp.Lead)):
             call, t = self._shifted(func, what)
-            to = _duckdb_type(t)
+            to = duckdb_type(t)
             return (f"(CAST({window(call)} AS {to}))" if to else f"({window(call)})"), t
         if isinstance(func, exp.Count) and isinstance(func.this, exp.Star):
             return f"({window('count(*)')})", _BIGINT
@@ -127,7 +120,7 @@ class WindowFunctions:
             d, dt = self(default)
             if dt.family not in (xt.family, "null") or (xt.family == "number" and xt.integer and not dt.integer):
                 raise Untranslatable(f"a default of another type than the value ({what}: Spark casts it)")
-            args.append(f"CAST({d} AS {_duckdb_type(xt)})" if _duckdb_type(xt) else d)
+            args.append(f"CAST({d} AS {duckdb_type(xt)})" if duckdb_type(xt) else d)
         return f"{type(func).__name__.lower()}({', '.join(args)})", xt
 
 
