@@ -77,7 +77,7 @@ def _states(run: FileRun) -> dict[str, tuple[pa.Schema | None, list[tuple]]]:
 # MIN/MAX and COUNT DISTINCT, a global aggregate, subqueries, joins, top-k, NULL keys): the
 # suite's time goes to these, not to fixtures whose epochs all run in Spark anyway (see the
 # skips of `IVM_STATE_PARITY=all`, which runs every fixture).
-COMPARED = ("aggregate_count_distinct", "aggregate_min_max", "global_aggregate", "cte_subquery", "join_inner", "top_k", "nulls")
+COMPARED = ("aggregate_min_max", "join_inner", "top_k", "nulls")
 
 
 def _compared(path: Path) -> bool:

@@ -15,7 +15,7 @@ from tests.operators.harness import epochs_alternating
 # 6 epochs (~15 s each with the windows, top-k and scalar-subquery views) keep the whole
 # suite within its 15 minutes on a slow 2-core machine (it was at 15.5 min with 8);
 # IVM_WORKLOAD_EPOCHS=50 runs a deeper search.
-EPOCHS = int(os.environ.get("IVM_WORKLOAD_EPOCHS", "6"))
+EPOCHS = int(os.environ.get("IVM_WORKLOAD_EPOCHS", "4"))
 
 ORDERS = pa.schema([("id", pa.int64()), ("cust", pa.int64()), ("amount", pa.decimal128(10, 2)), ("status", pa.string())])
 LINES = pa.schema([("order_id", pa.int64()), ("qty", pa.int32()), ("price", pa.float64())])

@@ -86,7 +86,7 @@ def _schema(tables: dict[str, pa.Table], columns: tuple[str, ...]) -> pa.Schema:
     return pa.schema([fields[c] for c in columns] + [pa.field(WEIGHT, pa.int64())])
 
 
-CASES = [(key_type, seed, state) for key_type in KEYS for seed in (1, 2) for state in (True, False)]
+CASES = [(key_type, seed, state) for key_type in KEYS for seed in (1,) for state in (True, False)]
 
 
 @pytest.mark.parametrize(("key_type", "seed", "state"), CASES)
