@@ -94,7 +94,7 @@ class WindowFunctions:
             return f"({window(f'count({x})')})", _BIGINT
         if isinstance(func, exp.Sum):  # Spark's type; past its range an error in DuckDB (the epoch goes to Spark)
             t = _window_sum_type(xt)
-            return f"(CAST({window(f'sum({x})')} AS {'BIGINT' if t.integer else f'DECIMAL({t.precision}, {t.scale})'}))", t
+            return f"(CAST({window(f'sum({x})')} AS {duckdb_type(t)}))", t
         if isinstance(func, exp.Avg):
             return _average(window, x, xt, what)
         return f"({window(f'{name.lower()}({x})')})", xt
