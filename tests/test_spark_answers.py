@@ -50,11 +50,14 @@ def _keys(*rows) -> pa.Table:
 
 VIEWS = {
     "bigints": "SELECT g, SUM(b) AS s, AVG(b) AS a, MIN(b) AS lo, MAX(b) AS hi, COUNT(b) AS n FROM nums GROUP BY g",
-    "ints": "SELECT g, SUM(i) AS s, AVG(i) AS a FROM nums GROUP BY g",
+    "ints": "SELECT g, SUM(i) AS s, AVG(i) AS a, floor(AVG(i)) AS fi, bround(AVG(i)) AS bi, greatest(MAX(i), 0) AS gi, "
+    "SUM(i % 7) AS m FROM nums GROUP BY g",
     "wide_decimals": "SELECT g, SUM(d38) AS s, AVG(d38) AS a FROM nums GROUP BY g",
     "huge_sums": "SELECT g, SUM(d0) AS s, COUNT(d0) AS n FROM nums GROUP BY g",
-    "money": "SELECT g, SUM(d15) AS s, AVG(d15) AS a FROM nums GROUP BY g",
-    "doubles": "SELECT g, SUM(x) AS s, AVG(x) AS a, MIN(x) AS lo, MAX(x) AS hi, COUNT(DISTINCT x) AS nd FROM nums GROUP BY g",
+    "money": "SELECT g, SUM(d15) AS s, AVG(d15) AS a, round(SUM(d15), 1) AS r1, ceil(AVG(d15)) AS c, abs(SUM(d15)) AS ab "
+    "FROM nums GROUP BY g",
+    "doubles": "SELECT g, SUM(x) AS s, AVG(x) AS a, MIN(x) AS lo, MAX(x) AS hi, COUNT(DISTINCT x) AS nd, round(AVG(x), 2) AS ax "
+    "FROM nums GROUP BY g",
     "totals": "SELECT SUM(d0) AS s0, AVG(d38) AS a38, SUM(x) AS sx, AVG(b) AS ab, COUNT(*) AS n FROM nums",
     "by_double": "SELECT x, COUNT(*) AS n, SUM(b) AS s FROM nums GROUP BY x",
     "distinct_doubles": "SELECT DISTINCT x FROM nums",

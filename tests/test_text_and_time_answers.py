@@ -71,7 +71,9 @@ VIEWS = {
     "in_list": f"SELECT id FROM text WHERE s IN ('a', '{COMPOSED}', '\U0001f600', '')",
     "case_coalesce": "SELECT id, COALESCE(t, s, 'none') AS c, CASE WHEN s IS NULL THEN 0 WHEN s < 'b' THEN 1 ELSE 2 END AS k, "
     "nullif(t, 'x') AS nt FROM text",
-    "functions": "SELECT id, upper(s) AS u, length(s) AS len, concat(s, t) AS c, substring(s, 0, 2) AS sub, trim(t) AS tr FROM text",
+    "functions": "SELECT id, upper(s) AS u, length(s) AS len, concat(s, t) AS c, substring(s, 0, 2) AS sub, trim(t) AS tr, "
+    "IF(length(s) > 1, left(s, 1), s) AS tag, concat_ws('/', s, t) AS st, replace(t, 'x', 'X') AS rt, startswith(s, 'a') AS sa, "
+    "last_day(d) AS ld FROM text WHERE NOT contains(t, 'w')",
     "dates": "SELECT d, COUNT(*) AS n FROM text WHERE d >= DATE '1582-10-01' AND d < DATE '2024-02-29' + INTERVAL 1 DAY GROUP BY d",
     "date_math": "SELECT id, d, date_sub(d, 3) AS before, date_add(d, 1) AS next FROM text "
     "WHERE d < CAST('1970-01-01' AS DATE) + INTERVAL 1 MONTH AND d BETWEEN DATE '0001-01-01' AND DATE '9999-12-31'",
@@ -85,6 +87,10 @@ VIEWS = {
     "ts_dates": "SELECT id, to_date(ts) AS td, date_add(ts, 1) AS next, date_sub(ntz, 1) AS prev FROM text",
     "date_text": "SELECT id, CAST(d AS STRING) AS ds, to_date(CAST(d AS STRING)) AS back, CAST(CAST(id AS STRING) AS INT) AS i "
     "FROM text WHERE d BETWEEN DATE '1000-01-01' AND DATE '9999-12-31'",
+    # Dashboard functions: months and hours in the session zone as group keys, days of the
+    # week and between dates.
+    "time_buckets": "SELECT date_trunc('MONTH', ts) AS m, hour(ts) AS h, trunc(ntz, 'WEEK') AS w, COUNT(*) AS n, "
+    "MAX(datediff(d, DATE '1970-01-01')) AS age, MIN(dayofweek(d)) AS dow FROM text GROUP BY date_trunc('MONTH', ts), hour(ts), trunc(ntz, 'WEEK')",
 }
 
 

@@ -145,11 +145,9 @@ class Casts:
 
     visit_TryCast = visit_Cast
 
-    def visit_Anonymous(self, node: exp.Anonymous) -> tuple[str, SqlType]:
+    def _to_date(self, args: list[exp.Expression]) -> tuple[str, SqlType]:
         """``to_date(x)``: Spark's cast of ``x`` to DATE (parsed as written, see
-        :mod:`ivm_assets.sql.dialect`). With a pattern, and any other such function: not
-        rendered."""
-        args = node.expressions
-        if str(node.this).lower() != "to_date" or len(args) != 1:
-            raise Untranslatable(f"no in-process rule for {str(node.this).upper()} ({node.sql('spark')})")
-        return self._cast(args[0], _DATE, f"TO_DATE ({node.sql('spark')})"), _DATE
+        :mod:`ivm_assets.sql.dialect`). With a pattern: not rendered."""
+        if len(args) != 1:
+            raise Untranslatable("TO_DATE with a pattern")
+        return self._cast(args[0], _DATE, f"TO_DATE ({args[0].sql('spark')})"), _DATE

@@ -1,5 +1,19 @@
-"""Date parts that DuckDB computes exactly as Spark does, for
-:mod:`ivm_assets.local.expressions` (whose translator takes these visits)."""
+"""Date and time functions that DuckDB computes exactly as Spark does, for
+:mod:`ivm_assets.local.expressions` (whose translator takes these visits).
+
+A TIMESTAMP is read in the session zone (the DuckDB connection's is set to Spark's), a
+TIMESTAMP_NTZ as it is; a DATE argument of a time function is its midnight. Where Spark
+casts a TIMESTAMP_NTZ to TIMESTAMP first (``date_trunc``), DuckDB's cast does the same in the
+session zone (a wall time in a daylight-saving gap moves forward by the gap in both).
+
+- ``year``, ``quarter``, ``month``, ``day``, ``dayofweek`` (1 = Sunday), ``dayofyear``,
+  ``weekofyear`` (ISO 8601) of a DATE or a TIMESTAMP's date; ``hour``, ``minute``,
+  ``second`` of a TIMESTAMP; ``EXTRACT`` of those fields but SECOND (a DECIMAL in Spark);
+- ``date_add``/``date_sub``/``add_months`` by an INT (months clamp to the month's last day),
+  ``datediff``, ``last_day``, ``trunc(d, unit)`` (a DATE), ``date_trunc(unit, ts)`` (a
+  TIMESTAMP) with a literal unit Spark knows.
+Past the range of dates DuckDB fails, and Spark decides.
+"""
 
 from __future__ import annotations
 
@@ -8,21 +22,106 @@ from sqlglot import exp
 from ivm_assets.local.sql_types import SqlType
 from ivm_assets.local.untranslatable import Untranslatable
 
+_INT = SqlType("number", 10, 0, integer=True)
+_DATE = SqlType("date")
+# Spark's unit names (case-insensitive) as DuckDB's: trunc's, then date_trunc's.
+_DATE_UNITS = {"YEAR": "year", "YYYY": "year", "YY": "year", "QUARTER": "quarter", "MONTH": "month", "MM": "month", "MON": "month", "WEEK": "week"}
+_TIME_UNITS = {**_DATE_UNITS, "DAY": "day", "DD": "day", "HOUR": "hour", "MINUTE": "minute", "SECOND": "second", "MILLISECOND": "millisecond", "MICROSECOND": "microsecond"}
+_EXTRACTED = {"YEAR": "year", "QUARTER": "quarter", "MONTH": "month", "DAY": "day", "DAYOFWEEK": "dayofweek", "DOY": "dayofyear", "WEEK": "weekofyear", "HOUR": "hour", "MINUTE": "minute"}
+
+
+def _unit(node: exp.Expression | None, units: dict[str, str], what: str) -> str:
+    """A literal unit argument as DuckDB names it; refused unless Spark knows it (Spark
+    gives NULL for an unknown one)."""
+    name = node.name.upper() if isinstance(node, (exp.Literal, exp.Var)) else None
+    if name not in units:
+        raise Untranslatable(f"{what} with the unit {node.sql('spark') if node is not None else 'missing'}")
+    return units[name]
+
 
 class DateFunctions:
-    """Visits of ``year``, ``month``, ``day`` (``dayofmonth``), ``quarter`` and
-    ``date_add``/``date_sub`` (of a DATE, or a TIMESTAMP's date), taken by the translator of :mod:`ivm_assets.local.expressions`,
-    whose ``_operand`` they call."""
+    """Visits of the date and time functions of the module doc, taken by the translator of
+    :mod:`ivm_assets.local.expressions`, whose ``_operand`` they call."""
+
+    def _day(self, node: exp.Expression, what: str) -> str:
+        """``node``, a DATE or a TIMESTAMP, as its date: a TIMESTAMP's in the session zone (a
+        TIMESTAMP_NTZ's own), as Spark's implicit cast to DATE gives it. sqlglot wraps some
+        date arguments in TO_DATE, which is that cast."""
+        arg = node.this if isinstance(node, exp.TsOrDsToDate) else node
+        x, t = self._operand(arg, ("date", "timestamp"), what)
+        return f"CAST({x} AS DATE)" if t.family == "timestamp" else x
 
     def _date_part(self, node: exp.Func, part: str) -> tuple[str, SqlType]:
-        """``year``/``month``/``day``/``quarter`` of a DATE, or of a TIMESTAMP's date in the
-        session zone (a TIMESTAMP_NTZ's own date), as Spark reads it: the same cast as
-        ``CAST(ts AS DATE)``'s. Proleptic Gregorian in both engines; Spark's INT."""
-        arg = node.this.this if isinstance(node.this, exp.TsOrDsToDate) else node.this
-        x, t = self._operand(arg, ("date", "timestamp"), part.upper())
-        if t.family == "timestamp":
-            x = f"CAST({x} AS DATE)"
-        return f"CAST({part}({x}) AS INTEGER)", SqlType("number", 10, 0, integer=True)
+        """``year``/``month``/… of a DATE, or of a TIMESTAMP's date (:meth:`_day`).
+        Proleptic Gregorian in both engines; Spark's INT. DuckDB counts days of the week
+        from 0 (Sunday), Spark from 1."""
+        x = self._day(node.this, part.upper())
+        shift = " + 1" if part == "dayofweek" else ""
+        return f"CAST({part}({x}){shift} AS INTEGER)", _INT
+
+    def _time_part(self, node: exp.Func, part: str) -> tuple[str, SqlType]:
+        """``hour``/``minute``/``second`` of a TIMESTAMP in the session zone (the seconds
+        truncated); Spark's INT."""
+        x, _ = self._operand(node.this, "timestamp", part.upper())
+        return f"CAST({part}({x}) AS INTEGER)", _INT
+
+    def visit_Hour(self, node: exp.Hour) -> tuple[str, SqlType]:
+        return self._time_part(node, "hour")
+
+    def visit_Minute(self, node: exp.Minute) -> tuple[str, SqlType]:
+        return self._time_part(node, "minute")
+
+    def visit_Second(self, node: exp.Second) -> tuple[str, SqlType]:
+        return self._time_part(node, "second")
+
+    def visit_DayOfWeek(self, node: exp.DayOfWeek) -> tuple[str, SqlType]:
+        return self._date_part(node, "dayofweek")
+
+    def visit_DayOfYear(self, node: exp.DayOfYear) -> tuple[str, SqlType]:
+        return self._date_part(node, "dayofyear")
+
+    def visit_WeekOfYear(self, node: exp.WeekOfYear) -> tuple[str, SqlType]:
+        return self._date_part(node, "weekofyear")
+
+    def visit_Extract(self, node: exp.Extract) -> tuple[str, SqlType]:
+        part = _unit(node.this, _EXTRACTED, "EXTRACT")
+        if part in ("hour", "minute"):
+            return self._time_part(exp.Hour(this=node.expression), part)
+        return self._date_part(exp.Year(this=node.expression), part)
+
+    def visit_DateDiff(self, node: exp.DateDiff) -> tuple[str, SqlType]:
+        """``datediff(end, start)``: days between the two dates, Spark's INT."""
+        if node.args.get("unit") is not None:
+            raise Untranslatable(f"DATEDIFF with a unit ({node.sql('spark')})")
+        end, start = self._day(node.this, "DATEDIFF"), self._day(node.expression, "DATEDIFF")
+        return f"CAST(({end} - {start}) AS INTEGER)", _INT
+
+    def visit_LastDay(self, node: exp.LastDay) -> tuple[str, SqlType]:
+        if node.args.get("unit") is not None:
+            raise Untranslatable(f"LAST_DAY with a unit ({node.sql('spark')})")
+        return f"last_day({self._day(node.this, 'LAST_DAY')})", _DATE
+
+    def visit_AddMonths(self, node: exp.AddMonths) -> tuple[str, SqlType]:
+        """``add_months(d, n)``: the same day ``n`` months later, clamped to that month's
+        last day in both (Spark 3+ no longer moves a month's last day to the last day)."""
+        x = self._day(node.this, "ADD_MONTHS")
+        n, nt = self._operand(node.expression, "number", "ADD_MONTHS's months")
+        if nt.family == "number" and not (nt.integer and nt.precision <= 10):
+            raise Untranslatable(f"ADD_MONTHS by a number that is not an INT ({node.sql('spark')})")
+        return f"CAST(({x} + to_months(CAST({n} AS INTEGER))) AS DATE)", _DATE
+
+    def visit_DateTrunc(self, node: exp.DateTrunc) -> tuple[str, SqlType]:
+        """``trunc(d, unit)``: a DATE's (or TIMESTAMP's date's) first day of its year,
+        quarter, month or ISO week (a Monday in both)."""
+        unit = _unit(node.args.get("unit"), _DATE_UNITS, "TRUNC")
+        return f"CAST(date_trunc('{unit}', {self._day(node.this, 'TRUNC')}) AS DATE)", _DATE
+
+    def visit_TimestampTrunc(self, node: exp.TimestampTrunc) -> tuple[str, SqlType]:
+        """``date_trunc(unit, x)``: a TIMESTAMP, truncated in the session zone. A DATE is
+        its midnight there and a TIMESTAMP_NTZ its wall time there, as Spark casts them."""
+        unit = _unit(node.args.get("unit"), _TIME_UNITS, "DATE_TRUNC")
+        x, _ = self._operand(node.this, ("date", "timestamp"), "DATE_TRUNC")
+        return f"date_trunc('{unit}', CAST({x} AS TIMESTAMPTZ))", SqlType("timestamp")
 
     def visit_Year(self, node: exp.Year) -> tuple[str, SqlType]:
         return self._date_part(node, "year")
@@ -46,10 +145,8 @@ class DateFunctions:
         unit = node.args.get("unit")
         if unit is not None and unit.name.upper() != "DAY":
             raise Untranslatable(f"DATE_ADD by {unit.name}")
-        x, t = self._operand(node.this, ("date", "timestamp"), "DATE_ADD")
-        if t.family == "timestamp":
-            x = f"CAST({x} AS DATE)"
+        x = self._day(node.this, "DATE_ADD")
         n, nt = self._operand(node.expression, "number", "DATE_ADD's days")
         if nt.family == "number" and not (nt.integer and nt.precision <= 10):
             raise Untranslatable(f"DATE_ADD by a number that is not an INT ({node.sql('spark')})")
-        return f"CAST(({x} + CAST({n} AS INTEGER)) AS DATE)", SqlType("date")
+        return f"CAST(({x} + CAST({n} AS INTEGER)) AS DATE)", _DATE

@@ -35,7 +35,7 @@ from ivm_assets.duckdb_names import q
 from ivm_assets.errors import InexactAggregate
 from ivm_assets.local.aggregate import AggregateVisits
 from ivm_assets.local.columns import check_key_types, split_null_keys
-from ivm_assets.local.division import register
+from ivm_assets.local.expressions import register_functions
 from ivm_assets.local.rule_visits import RuleVisits
 from ivm_assets.local.spark_hash import as_double, buckets as spark_buckets
 from ivm_assets.local.top_k import TopKVisits
@@ -62,7 +62,7 @@ def _connection() -> duckdb.DuckDBPyConnection:
     """This thread's DuckDB connection (opening one costs ~50 ms; a refresh runs in one thread)."""
     if not hasattr(_local, "con"):
         _local.con = duckdb.connect(config={"threads": 1})
-        register(_local.con)
+        register_functions(_local.con)
     return _local.con
 
 

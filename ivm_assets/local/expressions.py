@@ -28,11 +28,15 @@ construct, which keeps that view's epochs in Spark. The rules:
 - casts (:mod:`~ivm_assets.local.casts`) where both engines give the same value: between
   numbers (to an integer truncated, to DECIMAL rounded half up), of strings in canonical
   form, to STRING of numbers, dates and booleans, of a TIMESTAMP to DATE; ``to_date(x)``;
-- ``year``/``month``/``day``/``quarter`` of a DATE or a TIMESTAMP (of its date, as above),
-  ``date_add``/``date_sub`` of a DATE (or a TIMESTAMP's date) by an INT;
-  string functions (:mod:`~ivm_assets.local.text_functions`): ``substring``, ``length``,
-  ``concat``/``||``, ``trim`` of spaces, ``upper``/``lower`` of
+- date and time functions (:mod:`~ivm_assets.local.date_functions`): parts of a DATE or
+  TIMESTAMP in the session zone, ``date_add``/``date_sub``/``add_months``, ``datediff``,
+  ``last_day``, ``trunc`` and ``date_trunc``;
+- string functions (:mod:`~ivm_assets.local.text_functions`): ``substring``, ``length``,
+  ``concat``/``||``, ``concat_ws``, ``left``/``right``, ``replace``,
+  ``startswith``/``endswith``/``contains``, ``trim`` of spaces, ``upper``/``lower`` of
   ASCII text;
+- numeric functions (:mod:`~ivm_assets.local.number_functions`): ``abs``,
+  ``round``/``bround``, ``floor``/``ceil``, ``%``, ``greatest``/``least``; and ``IF``;
 - window functions (the window operator's, :mod:`~ivm_assets.local.window_functions`):
   ROW_NUMBER, RANK, DENSE_RANK, LAG, LEAD, COUNT, SUM and AVG of integers and DECIMALs of
   up to 18 digits, MIN and MAX over the default frame or ROWS/RANGE frames without RANGE offsets,
@@ -54,7 +58,9 @@ from ivm_assets.decimal_rules import MAX_PRECISION, divide_type
 from ivm_assets.duckdb_names import q
 from ivm_assets.local.casts import Casts
 from ivm_assets.local.date_functions import DateFunctions
+from ivm_assets.local import division, number_functions
 from ivm_assets.local.division import decimal_divide, nonzero
+from ivm_assets.local.number_functions import NumberFunctions
 from ivm_assets.local.sql_types import BOOL, DOUBLE, FAMILIES, INT_NAMES, NULL, SqlType, common_type, fit_decimal
 from ivm_assets.local.text_functions import TextFunctions
 from ivm_assets.local.untranslatable import Untranslatable
@@ -75,7 +81,7 @@ _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _COMPARISONS = {exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">=", exp.NullSafeEQ: "IS NOT DISTINCT FROM"}
 
 
-class _Translator(TextFunctions, DateFunctions, Casts, WindowFunctions):
+class _Translator(TextFunctions, DateFunctions, NumberFunctions, Casts, WindowFunctions):
     def __init__(self, columns: dict[str, SqlType]) -> None:
         self.columns = columns
 
@@ -291,6 +297,19 @@ class _Translator(TextFunctions, DateFunctions, Casts, WindowFunctions):
             results.append(vt)
         return f"(CASE {' '.join(parts)} END)", common_type(results, "CASE")
 
+    def visit_If(self, node: exp.If) -> tuple[str, SqlType]:
+        """``IF(c, a, b)``: Spark's CASE WHEN c THEN a ELSE b END."""
+        branch = exp.If(this=node.this.copy(), true=node.args["true"].copy())
+        default = node.args.get("false")
+        return self.visit_Case(exp.Case(ifs=[branch], default=default.copy() if default is not None else None))
+
+    def visit_Anonymous(self, node: exp.Anonymous) -> tuple[str, SqlType]:
+        """The functions sqlglot leaves as plain calls: ``to_date`` and ``bround``."""
+        visit = {"to_date": self._to_date, "bround": self._bround}.get(str(node.this).lower())
+        if visit is None:
+            raise Untranslatable(f"no in-process rule for {str(node.this).upper()} ({node.sql('spark')})")
+        return visit(node.expressions)
+
     def visit_Coalesce(self, node: exp.Coalesce) -> tuple[str, SqlType]:
         items = [self(e) for e in [node.this, *node.expressions]]
         return f"COALESCE({', '.join(s for s, _ in items)})", common_type([t for _, t in items], "COALESCE")
@@ -321,6 +340,13 @@ def _parsed(sql: str) -> exp.Expression:
         return parse_one(sql, dialect=DIALECT)
     except ParseError as exc:
         raise Untranslatable(f"expression not parsed ({exc})") from exc
+
+
+def register_functions(con) -> None:
+    """Register on DuckDB connection ``con`` the Python functions translations call
+    (Spark's DECIMAL division, Spark's rounding of DOUBLEs)."""
+    division.register(con)
+    number_functions.register(con)
 
 
 def translate(sql: str, columns: dict[str, SqlType]) -> tuple[str, SqlType]:

@@ -10,8 +10,10 @@ import re
 
 from sqlglot import exp
 
-from ivm_assets.local.sql_types import SqlType
+from ivm_assets.local.sql_types import BOOL, SqlType
 from ivm_assets.local.untranslatable import Untranslatable
+
+_STRING = SqlType("string")
 
 
 class TextFunctions:
@@ -47,6 +49,50 @@ class TextFunctions:
     def visit_DPipe(self, node: exp.DPipe) -> tuple[str, SqlType]:
         parts = [self._operand(e, "string", "||")[0] for e in (node.this, node.expression)]
         return f"({' || '.join(parts)})", SqlType("string")
+
+    def visit_ConcatWs(self, node: exp.ConcatWs) -> tuple[str, SqlType]:
+        """``concat_ws(sep, s, …)`` of strings: NULL parts skipped, NULL when the separator
+        is, in both. Spark also takes arrays and casts other values to strings: refused."""
+        parts = [self._operand(e, "string", "CONCAT_WS")[0] for e in node.expressions]
+        if len(parts) < 2:
+            raise Untranslatable("CONCAT_WS of a separator alone")
+        return f"concat_ws({', '.join(parts)})", _STRING
+
+    def _ends(self, node: exp.Expression, call: str) -> tuple[str, SqlType]:
+        """``left(s, n)``/``right(s, n)`` with a literal ``n`` of at least 0: code points in both."""
+        n = node.expression
+        if not (isinstance(n, exp.Literal) and not n.is_string and n.this.isdigit()):
+            raise Untranslatable(f"{call.upper()} with a length other than a plain literal ({node.sql('spark')})")
+        x, _ = self._operand(node.this, "string", call.upper())
+        return f"{call}({x}, {n.this})", _STRING
+
+    def visit_Left(self, node: exp.Left) -> tuple[str, SqlType]:
+        return self._ends(node, "left")
+
+    def visit_Right(self, node: exp.Right) -> tuple[str, SqlType]:
+        return self._ends(node, "right")
+
+    def _test(self, node: exp.Expression, call: str) -> tuple[str, SqlType]:
+        """``startswith``/``endswith``/``contains`` of strings: a byte comparison in both
+        (no collation), TRUE for an empty pattern, NULL with a NULL."""
+        (x, _), (pattern, _) = (self._operand(e, "string", call.upper()) for e in (node.this, node.expression))
+        return f"{call}({x}, {pattern})", BOOL
+
+    def visit_StartsWith(self, node: exp.StartsWith) -> tuple[str, SqlType]:
+        return self._test(node, "starts_with")
+
+    def visit_EndsWith(self, node: exp.EndsWith) -> tuple[str, SqlType]:
+        return self._test(node, "ends_with")
+
+    def visit_Contains(self, node: exp.Contains) -> tuple[str, SqlType]:
+        return self._test(node, "contains")
+
+    def visit_Replace(self, node: exp.Replace) -> tuple[str, SqlType]:
+        """``replace(s, search[, replacement])``: every occurrence, left to right, in both; an
+        empty search leaves ``s`` as it is; without a replacement the occurrences are removed."""
+        args = [node.this, node.expression, node.args.get("replacement") or exp.Literal.string("")]
+        x, search, replacement = (self._operand(e, "string", "REPLACE")[0] for e in args)
+        return f"replace({x}, {search}, {replacement})", _STRING
 
     def visit_Trim(self, node: exp.Trim) -> tuple[str, SqlType]:
         """``trim(s)``, ``ltrim``/``rtrim`` and ``trim(LEADING|TRAILING FROM s)``: spaces

@@ -39,7 +39,7 @@ from ivm_assets.rules.aggregate import COUNT, GLOBAL, TOUCHED, VALUE_AGGS, Aggre
 from ivm_assets.sql.plan import AggCall, q
 from ivm_assets.state.arrangement import StateRead, StateTable
 from ivm_assets.state.layout import default_hash_types, with_bucket
-from ivm_assets.zset import BUCKET, WEIGHT
+from ivm_assets.zset import BUCKET
 
 # Group state of up to this many rows is read whole in an incremental epoch, instead of the
 # groups the change touches: finding those needs the input change computed first, a Spark

@@ -39,7 +39,6 @@ from ivm_assets.operators.base import Batch, EpochContext, col, materialize, nul
 from ivm_assets.spark.arrow import to_arrow, to_spark
 from ivm_assets.state import consolidate, driver_rows
 from ivm_assets.state.layout import FORMAT, LAYOUT_KEY, StateLayout, hash_names, hash_type
-from ivm_assets.sql.plan import q
 from ivm_assets.zset import BUCKET, EPOCH, WEIGHT
 
 # Past this size a state read is joined by broadcasting the (small) change to it instead of

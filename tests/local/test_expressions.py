@@ -10,8 +10,7 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from ivm_assets.local.division import register
-from ivm_assets.local.expressions import translate
+from ivm_assets.local.expressions import register_functions, translate
 from ivm_assets.local.sql_types import arrow_type
 from ivm_assets.local.untranslatable import Untranslatable
 from ivm_assets.spark.arrow import to_spark
@@ -112,7 +111,7 @@ SAME = [
 def _in_duckdb(select: str) -> duckdb.DuckDBPyRelation:
     """``SELECT select FROM t`` over ``ROWS`` in DuckDB, with the engine's functions registered."""
     con = duckdb.connect()
-    register(con)
+    register_functions(con)
     con.register("t", ROWS)
     return con.sql(f"SELECT {select} FROM t")
 

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from ivm_assets.local.division import register
+from ivm_assets.local.expressions import register_functions
 from ivm_assets.rules import linear, rel, render_duckdb, render_spark
 from ivm_assets.rules import residual_semi_join, semi_join, set_operation
 from ivm_assets.rules.aggregate import GLOBAL, TOUCHED, AggregateRule
@@ -47,7 +47,7 @@ def _both(spark, node, tables: dict[str, pa.Table], schema: pa.Schema, *, typed:
     frames = {name: to_spark(spark, t) for name, t in tables.items()}
     by_spark = to_arrow(render_spark.render(node, frames)).select(schema.names)
     con = duckdb.connect(config={"threads": 1})
-    register(con)
+    register_functions(con)
     for name, t in tables.items():
         con.register(name, t)
     query, _ = render_duckdb.render(node, {name: t.schema for name, t in tables.items()})

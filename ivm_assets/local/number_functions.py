@@ -1,0 +1,181 @@
+"""Numeric functions that DuckDB computes exactly as Spark does, for
+:mod:`ivm_assets.local.expressions` (whose translator takes these visits).
+
+- ``abs`` of integers, DECIMALs and DOUBLEs, of the argument's type. ``abs`` of an integer
+  type's lowest value fails in DuckDB (Spark wraps it without ANSI, fails with it).
+- ``round``/``bround`` with a literal scale (half up / half even):
+  - of integers, with a scale of at least 0: the value itself, of its type;
+  - of DECIMAL(p, s), to Spark's type: DECIMAL(p − s + 1 + min(s, d), min(s, d)) for a scale
+    d ≥ 0, DECIMAL(max(p − s + 1, 1 − d), 0) below. Both engines round the exact value;
+    past the type (Spark's "risk of overflow" at 38 digits) the value fails in DuckDB;
+  - of DOUBLEs, as Spark does: ``BigDecimal(Double.toString(x)).setScale(d, mode).toDouble``.
+    Java's shortest decimal form is not Python's in every case before JDK 19, so
+    :func:`spark_round_double` keeps a value whose digits Java writes all lie above the
+    scale (1e299 to two places), rounds an exact value of at most 17 digits (2.5, 0.125) as
+    it is, and otherwise both ends of the interval of decimals that read back as ``x``: where
+    they agree, every form of ``x`` rounds to that value; where they do not (``x`` is the
+    DOUBLE nearest a tie, 2.675 to two places) the value fails in DuckDB, and Spark decides.
+    NaN and ±Infinity are kept; zero is +0.0.
+- ``floor``/``ceil`` with one argument: of integers the value as a BIGINT; of DECIMAL(p, s) a
+  DECIMAL(p − s + 1, 0); of a DOUBLE a BIGINT (NaN, ±Infinity and values past BIGINT fail
+  in DuckDB: Java's cast saturates them).
+- ``%`` of integers (the wider type; the sign of the dividend in both) and beside a DOUBLE
+  (IEEE remainder, as Java's ``%``). A divisor of zero fails. DECIMAL remainders are refused.
+- ``greatest``/``least``: NULLs skipped, the first of equal values kept, NaN above every
+  number, in both; the arguments cast to the type they share.
+FLOAT arguments are refused (Spark computes them in single precision).
+"""
+
+from __future__ import annotations
+
+import decimal
+import math
+
+import pyarrow as pa
+from sqlglot import exp
+
+from ivm_assets.decimal_rules import MAX_PRECISION
+from ivm_assets.local.division import nonzero
+from ivm_assets.local.sql_types import DOUBLE, NULL, SqlType, common_type, duckdb_type
+from ivm_assets.local.untranslatable import Untranslatable
+
+SPARK_ROUND_DOUBLE = "ivm_spark_round_double"
+_BIGINT = SqlType("number", 20, 0, integer=True)
+# More significant digits than Double.toString writes: 17 at most from JDK 19 on, 18 in the
+# longest forms older JDKs were found to write (JDK-4511638), one more for margin.
+_JAVA_DIGITS = 19
+
+
+def _rounded(value: decimal.Decimal, scale: int, half_even: bool) -> decimal.Decimal:
+    mode = decimal.ROUND_HALF_EVEN if half_even else decimal.ROUND_HALF_UP
+    with decimal.localcontext() as ctx:
+        ctx.prec = 1000  # room for any DOUBLE's digits at any scale it is rounded to (past it: fails)
+        return value.quantize(decimal.Decimal(1).scaleb(-scale), rounding=mode)
+
+
+def spark_round_double(values: pa.Array, scales: pa.Array, half_even: pa.Array) -> pa.Array:
+    """Spark's ``round``/``bround`` of DOUBLEs (see the module doc): fails on a value whose
+    rounding depends on which decimal form of it Java writes."""
+    out = []
+    for x, scale, even in zip(values.to_pylist(), scales.to_pylist(), half_even.to_pylist()):
+        if x is None or math.isnan(x) or math.isinf(x):
+            out.append(x)
+            continue
+        exact = decimal.Decimal(x)
+        if exact.adjusted() - (_JAVA_DIGITS - 1) >= -scale:
+            # Java writes fewer significant digits than _JAVA_DIGITS, none below the scale here:
+            # rounding leaves its form as it is, which reads back as x.
+            out.append(x + 0.0)  # BigDecimal has no negative zero
+            continue
+        if len(exact.normalize().as_tuple().digits) <= 17:
+            # A short exact value (2.5, 0.125) is the one form every writer gives: its
+            # digits end, and any other form in the interval would need more than 17.
+            out.append(float(_rounded(exact, scale, even)) + 0.0)
+            continue
+        # Every decimal form that reads back as x lies between the midpoints to its
+        # neighbours (ends included or not: rounding is monotonic, so it does not matter).
+        with decimal.localcontext() as ctx:
+            ctx.prec = 1000  # exact: a DOUBLE has at most 767 significant digits, a midpoint one more
+            low = (exact + decimal.Decimal(math.nextafter(x, -math.inf))) / 2
+            high = (exact + decimal.Decimal(math.nextafter(x, math.inf))) / 2
+        a, b = _rounded(low, scale, even), _rounded(high, scale, even)
+        if a != b:
+            raise ArithmeticError(f"round({x!r}, {scale}) depends on the decimal form Java writes (Spark decides)")
+        out.append(float(a) + 0.0)  # BigDecimal has no negative zero
+    return pa.array(out, pa.float64())
+
+
+def register(con) -> None:
+    """Make :func:`spark_round_double` callable from ``con``'s SQL."""
+    con.create_function(SPARK_ROUND_DOUBLE, spark_round_double, ["DOUBLE", "INTEGER", "BOOLEAN"], "DOUBLE", type="arrow")
+
+
+def _literal_int(node: exp.Expression | None, default: int, what: str) -> int:
+    """An integer literal argument (``-2`` reaches here as a negation of ``2``)."""
+    if node is None:
+        return default
+    negative = isinstance(node, exp.Neg)
+    literal = node.this if negative else node
+    if not (isinstance(literal, exp.Literal) and not literal.is_string and literal.this.isdigit()):
+        raise Untranslatable(f"{what} with a scale other than an integer literal")
+    return -int(literal.this) if negative else int(literal.this)
+
+
+class NumberFunctions:
+    """Visits of ``abs``, ``round``/``bround``, ``floor``/``ceil``, ``%``, ``greatest`` and
+    ``least``, taken by the translator of :mod:`ivm_assets.local.expressions`, whose
+    ``_operand`` they call."""
+
+    def visit_Abs(self, node: exp.Abs) -> tuple[str, SqlType]:
+        x, t = self._operand(node.this, ("number", "double"), "ABS")
+        return (f"CAST(abs({x}) AS {duckdb_type(t)})" if t.family == "number" else f"abs({x})"), t
+
+    def visit_Round(self, node: exp.Round) -> tuple[str, SqlType]:
+        return self._round(node.this, node.args.get("decimals"), half_even=False, what="ROUND")
+
+    def _round(self, value: exp.Expression, decimals: exp.Expression | None, half_even: bool, what: str) -> tuple[str, SqlType]:
+        d = _literal_int(decimals, 0, what)
+        x, t = self._operand(value, ("number", "double"), what)
+        if t.family == "null":
+            return "NULL", NULL
+        if t.family == "double":
+            return f"{SPARK_ROUND_DOUBLE}({x}, {d}, {'TRUE' if half_even else 'FALSE'})", DOUBLE
+        if t.integer:
+            if d < 0:
+                raise Untranslatable(f"{what} of an integer to a negative scale")
+            return x, t
+        p, s = t.precision, t.scale
+        result = SqlType("number", min(p - s + 1 + min(s, d), MAX_PRECISION), min(s, d)) if d >= 0 else SqlType("number", min(max(p - s + 1, 1 - d), MAX_PRECISION), 0)
+        call = "round_even" if half_even else "round"
+        return f"CAST({call}(CAST({x} AS DECIMAL({MAX_PRECISION}, {s})), {d}) AS {duckdb_type(result)})", result
+
+    def _bround(self, args: list[exp.Expression]) -> tuple[str, SqlType]:
+        if not 1 <= len(args) <= 2:
+            raise Untranslatable("BROUND with other than one or two arguments")
+        return self._round(args[0], args[1] if len(args) == 2 else None, half_even=True, what="BROUND")
+
+    def _floor_ceil(self, node: exp.Expression, call: str) -> tuple[str, SqlType]:
+        if node.args.get("decimals") is not None:
+            raise Untranslatable(f"{call.upper()} with a scale")
+        x, t = self._operand(node.this, ("number", "double"), call.upper())
+        if t.family == "null":
+            return "NULL", NULL
+        if t.family == "double" or t.integer:
+            # An integer as it is: DuckDB's floor and ceil of a BIGINT go through a DOUBLE.
+            return f"CAST({x if t.integer else f'{call}({x})'} AS BIGINT)", _BIGINT
+        result = SqlType("number", min(t.precision - t.scale + 1, MAX_PRECISION), 0)
+        return f"CAST({call}(CAST({x} AS DECIMAL({MAX_PRECISION}, {t.scale}))) AS {duckdb_type(result)})", result
+
+    def visit_Floor(self, node: exp.Floor) -> tuple[str, SqlType]:
+        return self._floor_ceil(node, "floor")
+
+    def visit_Ceil(self, node: exp.Ceil) -> tuple[str, SqlType]:
+        return self._floor_ceil(node, "ceil")
+
+    def visit_Mod(self, node: exp.Mod) -> tuple[str, SqlType]:
+        what = f"% in {node.sql('spark')}"
+        (left, lt), (right, rt) = (self._operand(side, ("number", "double"), what) for side in (node.this, node.expression))
+        if NULL in (lt, rt):
+            return "NULL", NULL
+        if DOUBLE in (lt, rt):
+            common_type([lt, rt], what)  # refuses a DECIMAL that would widen otherwise than in Spark
+            return f"(CAST({left} AS DOUBLE) % CAST({nonzero(right)} AS DOUBLE))", DOUBLE
+        if not (lt.integer and rt.integer):
+            raise Untranslatable(f"{what}: a DECIMAL remainder")
+        t = SqlType("number", max(lt.precision, rt.precision), 0, integer=True)
+        return f"CAST(({left} % {nonzero(right)}) AS {duckdb_type(t)})", t
+
+    def _extreme(self, node: exp.Expression, call: str) -> tuple[str, SqlType]:
+        items = [self(e) for e in (node.this, *node.expressions)]
+        t = common_type([it for _, it in items], call.upper())
+        if t.family == "float":
+            raise Untranslatable(f"{call.upper()} of FLOATs")
+        to = duckdb_type(t)
+        args = [f"CAST({sql} AS {to})" if to and t.family in ("number", "double") else sql for sql, _ in items]
+        return f"{call}({', '.join(args)})", t
+
+    def visit_Greatest(self, node: exp.Greatest) -> tuple[str, SqlType]:
+        return self._extreme(node, "greatest")
+
+    def visit_Least(self, node: exp.Least) -> tuple[str, SqlType]:
+        return self._extreme(node, "least")
