@@ -89,8 +89,9 @@ VIEWS = {
     "FROM text WHERE d BETWEEN DATE '1000-01-01' AND DATE '9999-12-31'",
     # Dashboard functions: months and hours in the session zone as group keys, days of the
     # week and between dates.
-    "time_buckets": "SELECT date_trunc('MONTH', ts) AS m, hour(ts) AS h, trunc(ntz, 'WEEK') AS w, COUNT(*) AS n, "
-    "MAX(datediff(d, DATE '1970-01-01')) AS age, MIN(dayofweek(d)) AS dow FROM text GROUP BY date_trunc('MONTH', ts), hour(ts), trunc(ntz, 'WEEK')",
+    "time_buckets": "SELECT date_trunc('MONTH', ts) AS m, hour(ts) AS h, trunc(ntz, 'WEEK') AS w, date_format(ts, 'MMM yyyy') AS label, "
+    "COUNT(*) AS n, MAX(datediff(d, DATE '1970-01-01')) AS age, MIN(dayofweek(d)) AS dow FROM text "
+    "GROUP BY date_trunc('MONTH', ts), hour(ts), trunc(ntz, 'WEEK'), date_format(ts, 'MMM yyyy')",
 }
 
 

@@ -26,10 +26,11 @@ The rules, from a value of:
   to 9999) to DATE — ``to_date`` of one argument too. Anything else (spaces, ``+``,
   ``NaN``, out of range, an invalid day) fails;
 - a DATE: to STRING (``yyyy-mm-dd``, years 1000 to 9999); a TIMESTAMP: to DATE (its date in
-  the session zone, the connection's; a TIMESTAMP_NTZ's date part);
+  the session zone, the connection's; a TIMESTAMP_NTZ's date part); a DATE or either
+  TIMESTAMP to TIMESTAMP or TIMESTAMP_NTZ (in the session zone);
 - a BOOLEAN: to STRING (``true``/``false``).
 
-FLOAT, BOOLEAN and TIMESTAMP targets, a DOUBLE or FLOAT to DECIMAL or STRING, and a
+FLOAT and BOOLEAN targets, a string or number to TIMESTAMP, a DOUBLE or FLOAT to DECIMAL or STRING, and a
 TIMESTAMP to STRING are refused. VARCHAR(n) and CHAR(n) are STRING, as Spark 4 casts to them by default
 (``spark.sql.preserveCharVarcharTypeInfo`` off).
 """
@@ -45,6 +46,8 @@ from ivm_assets.local.untranslatable import Untranslatable
 _T = exp.DataType.Type
 _INTEGERS = {_T.TINYINT: 3, _T.SMALLINT: 5, _T.INT: 10, _T.BIGINT: 20}
 _STRING = SqlType("string")
+_TIMESTAMP = SqlType("timestamp")
+_TIMESTAMPS = {_T.TIMESTAMPTZ: "TIMESTAMPTZ", _T.TIMESTAMPLTZ: "TIMESTAMPTZ", _T.TIMESTAMPNTZ: "TIMESTAMP"}
 _DATE = SqlType("date")
 # Strings read alike by both engines, as regular expressions over the whole string.
 _INTEGER_TEXT = "-?[0-9]+"
@@ -140,6 +143,11 @@ class Casts:
         if day is not None:
             return f"DATE '{day.isoformat()}'", _DATE
         what = f"the cast {node.sql('spark')}"
+        if node.to.this in _TIMESTAMPS:
+            # A DATE is its midnight, a TIMESTAMP_NTZ its wall time, a TIMESTAMP its wall
+            # time as TIMESTAMP_NTZ, in the session zone: DuckDB's casts read it as Spark's do.
+            x, t = self._operand(node.this, ("date", "timestamp"), what)
+            return f"CAST({x} AS {_TIMESTAMPS[node.to.this]})", _TIMESTAMP
         target = _target(node.to, what)
         return self._cast(node.this, target, what), target
 

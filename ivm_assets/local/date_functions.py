@@ -11,7 +11,9 @@ session zone (a wall time in a daylight-saving gap moves forward by the gap in b
   ``second`` of a TIMESTAMP; ``EXTRACT`` of those fields but SECOND (a DECIMAL in Spark);
 - ``date_add``/``date_sub``/``add_months`` by an INT (months clamp to the month's last day),
   ``datediff``, ``last_day``, ``trunc(d, unit)`` (a DATE), ``date_trunc(unit, ts)`` (a
-  TIMESTAMP) with a literal unit Spark knows.
+  TIMESTAMP) with a literal unit Spark knows;
+- ``date_format(x, pattern)`` with a literal pattern of year, month, day, hour, minute,
+  second, weekday and AM/PM letters (``yyyy-MM``, ``MMM d``, ``EEE HH:mm``).
 Past the range of dates DuckDB fails, and Spark decides.
 """
 
@@ -28,6 +30,41 @@ _DATE = SqlType("date")
 _DATE_UNITS = {"YEAR": "year", "YYYY": "year", "YY": "year", "QUARTER": "quarter", "MONTH": "month", "MM": "month", "MON": "month", "WEEK": "week"}
 _TIME_UNITS = {**_DATE_UNITS, "DAY": "day", "DD": "day", "HOUR": "hour", "MINUTE": "minute", "SECOND": "second", "MILLISECOND": "millisecond", "MICROSECOND": "microsecond"}
 _EXTRACTED = {"YEAR": "year", "QUARTER": "quarter", "MONTH": "month", "DAY": "day", "DAYOFWEEK": "dayofweek", "DOY": "dayofyear", "WEEK": "weekofyear", "HOUR": "hour", "MINUTE": "minute"}
+
+
+# Pattern letters of Spark's datetime patterns (Java's, in the US locale) as DuckDB's
+# strftime writes them, by the letter and its count.
+_PATTERN = {
+    ("y", 4): "%Y", ("y", 2): "%y", ("M", 1): "%-m", ("M", 2): "%m", ("M", 3): "%b", ("M", 4): "%B", ("d", 1): "%-d", ("d", 2): "%d",
+    ("H", 1): "%-H", ("H", 2): "%H", ("h", 1): "%-I", ("h", 2): "%I", ("m", 1): "%-M", ("m", 2): "%M", ("s", 1): "%-S", ("s", 2): "%S",
+    ("E", 1): "%a", ("E", 2): "%a", ("E", 3): "%a", ("E", 4): "%A", ("a", 1): "%p",
+}
+
+
+def strftime_pattern(pattern: str) -> str:
+    """Spark's datetime ``pattern`` as a DuckDB strftime format writing the same text; refused
+    beyond the letters of :data:`_PATTERN` (quoted text and other characters are copied)."""
+    out, k = [], 0
+    while k < len(pattern):
+        c = pattern[k]
+        if c == "'":
+            end = pattern.find("'", k + 1)
+            while end != -1 and pattern[end + 1:end + 2] == "'":  # '' inside quotes is a quote
+                end = pattern.find("'", end + 2)
+            if end == -1:
+                raise Untranslatable(f"the pattern {pattern!r}: an unclosed quote")
+            out.append(pattern[k + 1:end].replace("''", "'").replace("%", "%%") if end > k + 1 else "'")
+            k = end + 1
+        elif c.isascii() and c.isalpha():
+            run = len(pattern[k:]) - len(pattern[k:].lstrip(c))
+            if (c, run) not in _PATTERN:
+                raise Untranslatable(f"the pattern {pattern!r}: {c * run}")
+            out.append(_PATTERN[(c, run)])
+            k += run
+        else:
+            out.append("%%" if c == "%" else c)
+            k += 1
+    return "".join(out)
 
 
 def _unit(node: exp.Expression | None, units: dict[str, str], what: str) -> str:
@@ -115,6 +152,19 @@ class DateFunctions:
         quarter, month or ISO week (a Monday in both)."""
         unit = _unit(node.args.get("unit"), _DATE_UNITS, "TRUNC")
         return f"CAST(date_trunc('{unit}', {self._day(node.this, 'TRUNC')}) AS DATE)", _DATE
+
+    def _date_format(self, args: list[exp.Expression]) -> tuple[str, SqlType]:
+        """``date_format(x, pattern)`` of a DATE or TIMESTAMP (a DATE's midnight, a
+        TIMESTAMP_NTZ's wall time, in the session zone, as Spark casts them) with a literal
+        pattern of :func:`strftime_pattern`'s letters. A year outside 1–9999 fails in DuckDB
+        (Spark writes a sign before a fifth digit)."""
+        if len(args) != 2 or not (isinstance(args[1], exp.Literal) and args[1].is_string):
+            raise Untranslatable("DATE_FORMAT with a pattern other than a string literal")
+        form = strftime_pattern(args[1].this).replace("'", "''")
+        x, _ = self._operand(args[0], ("date", "timestamp"), "DATE_FORMAT")
+        ts = f"CAST({x} AS TIMESTAMPTZ)"
+        guard = "error('DATE_FORMAT of a year outside 1-9999 (Spark decides)')"
+        return f"(CASE WHEN {x} IS NULL THEN NULL WHEN year({ts}) BETWEEN 1 AND 9999 THEN strftime({ts}, '{form}') ELSE {guard} END)", SqlType("string")
 
     def visit_TimestampTrunc(self, node: exp.TimestampTrunc) -> tuple[str, SqlType]:
         """``date_trunc(unit, x)``: a TIMESTAMP, truncated in the session zone. A DATE is

@@ -27,16 +27,18 @@ construct, which keeps that view's epochs in Spark. The rules:
   DECIMALs in floating point). A division by zero fails here, and Spark decides;
 - casts (:mod:`~ivm_assets.local.casts`) where both engines give the same value: between
   numbers (to an integer truncated, to DECIMAL rounded half up), of strings in canonical
-  form, to STRING of numbers, dates and booleans, of a TIMESTAMP to DATE; ``to_date(x)``;
+  form, to STRING of numbers, dates and booleans, of a TIMESTAMP to DATE, of a DATE or
+  TIMESTAMP to TIMESTAMP or TIMESTAMP_NTZ; ``to_date(x)``;
 - date and time functions (:mod:`~ivm_assets.local.date_functions`): parts of a DATE or
   TIMESTAMP in the session zone, ``date_add``/``date_sub``/``add_months``, ``datediff``,
-  ``last_day``, ``trunc`` and ``date_trunc``;
+  ``last_day``, ``trunc``, ``date_trunc`` and ``date_format``;
 - string functions (:mod:`~ivm_assets.local.text_functions`): ``substring``, ``length``,
   ``concat``/``||``, ``concat_ws``, ``left``/``right``, ``replace``,
   ``startswith``/``endswith``/``contains``, ``trim`` of spaces, ``upper``/``lower`` of
   ASCII text;
 - numeric functions (:mod:`~ivm_assets.local.number_functions`): ``abs``,
-  ``round``/``bround``, ``floor``/``ceil``, ``%``, ``greatest``/``least``; and ``IF``;
+  ``round``/``bround``, ``floor``/``ceil``, ``%``, ``greatest``/``least``; ``IF``, ``nvl2``
+  and ``try_divide``;
 - window functions (the window operator's, :mod:`~ivm_assets.local.window_functions`):
   ROW_NUMBER, RANK, DENSE_RANK, LAG, LEAD, COUNT, SUM and AVG of integers and DECIMALs of
   up to 18 digits, MIN and MAX over the default frame or ROWS/RANGE frames without RANGE offsets,
@@ -303,9 +305,21 @@ class _Translator(TextFunctions, DateFunctions, NumberFunctions, Casts, WindowFu
         default = node.args.get("false")
         return self.visit_Case(exp.Case(ifs=[branch], default=default.copy() if default is not None else None))
 
+    def visit_Nvl2(self, node: exp.Nvl2) -> tuple[str, SqlType]:
+        """``nvl2(x, a, b)``: Spark's IF(x IS NOT NULL, a, b)."""
+        test = exp.Not(this=exp.Is(this=node.this.copy(), expression=exp.Null()))
+        return self.visit_If(exp.If(this=test, true=node.args["true"].copy(), false=node.args["false"].copy()))
+
+    def visit_SafeDivide(self, node: exp.SafeDivide) -> tuple[str, SqlType]:
+        """``try_divide(a, b)``: ``a / b``, NULL where ``b`` is zero (in both ANSI modes). A
+        DECIMAL quotient past its type fails in DuckDB, and Spark gives its NULL."""
+        quotient, t = self.visit_Div(exp.Div(this=node.this.copy(), expression=node.expression.copy()))
+        divisor, _ = self(node.expression)
+        return f"(CASE WHEN {divisor} = 0 THEN NULL ELSE {quotient} END)", t
+
     def visit_Anonymous(self, node: exp.Anonymous) -> tuple[str, SqlType]:
-        """The functions sqlglot leaves as plain calls: ``to_date`` and ``bround``."""
-        visit = {"to_date": self._to_date, "bround": self._bround}.get(str(node.this).lower())
+        """The functions sqlglot leaves as plain calls: ``to_date``, ``date_format`` and ``bround``."""
+        visit = {"to_date": self._to_date, "date_format": self._date_format, "bround": self._bround}.get(str(node.this).lower())
         if visit is None:
             raise Untranslatable(f"no in-process rule for {str(node.this).upper()} ({node.sql('spark')})")
         return visit(node.expressions)

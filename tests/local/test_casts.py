@@ -37,10 +37,14 @@ def answers(spark):
 @pytest.mark.parametrize("sql", CASTS)
 def test_a_cast_answered_in_process_is_sparks_in_both_ansi_modes(answers, sql):
     found, spark_type, ours, _, _ = answers[sql]
-    assert spark_type == spark_values.spark_type(found)
+    assert spark_values.family(spark_type) == spark_values.spark_type(found)
     assert any(not failed for _, failed in ours), f"{sql}: DuckDB answered no row"
     for ansi, wrong in spark_values.wrong_answers(answers[sql]).items():
         assert not wrong, f"{sql} with ANSI {ansi}: (row, in process, Spark) {wrong}"
+
+
+def test_no_cast_fails_on_nulls():
+    assert spark_values.failing_on_nulls(CASTS) == []
 
 
 @pytest.mark.parametrize(
@@ -52,7 +56,6 @@ def test_a_cast_answered_in_process_is_sparks_in_both_ansi_modes(answers, sql):
         ("CAST(`ts` AS STRING)", "casts of a timestamp"),
         ("CAST(`i` AS FLOAT)", "casts to FLOAT"),
         ("CAST(`s` AS BOOLEAN)", "casts to BOOLEAN"),
-        ("CAST(`s` AS TIMESTAMP)", "casts to TIMESTAMP"),
         ("CAST(`w` AS DOUBLE)", "widened to DOUBLE"),
         ("to_date(`s`, 'yyyy-MM-dd')", "TO_DATE"),
     ],

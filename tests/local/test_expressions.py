@@ -240,7 +240,7 @@ def test_an_average_of_integers_past_double_precision_fails_instead_of_guessing_
         ("STDDEV(`i`) OVER (ORDER BY `b`)", "window function"),
         ("LAG(`i`) OVER (ORDER BY `f`)", "ORDER BY over a double"),
         ("`f` < CAST(`d` AS DECIMAL(38, 10))", "DECIMAL of 38 digits widened to DOUBLE"),
-        ("CAST(`s` AS TIMESTAMP)", "casts to TIMESTAMP"),
+        ("CAST(`s` AS TIMESTAMP)", "TIMESTAMP. over a string"),
         ("`s` LIKE `s`", "LIKE with a pattern"),
         ("`s` LIKE 'a\\\\x'", "escape precedes"),
         ("`s` LIKE 'ab!' ESCAPE '!'", "escape precedes"),
