@@ -97,17 +97,32 @@ def test_a_server_a_refresh_started_stops_when_no_client_is_left(tmp_path):
     been connected for its idle timeout; while a client holds a session it stays."""
     from tests.spark.connect_server import free_port
 
-    folder = tmp_path / "connect"
-    server = start_server(port=free_port(), directory=folder, master="local[1]", conf={"spark.driver.memory": "1g"},
-                          started_by="a refresh (test)", idle_timeout_s=4)
-    assert "started by a refresh (test)" in server.summary(folder)
+    folder, port, connected = tmp_path / "connect", free_port(), tmp_path / "connected"
+    # The client imports pyspark before the server starts, then connects as soon as it is
+    # up: a client slower than the idle timeout to connect (a loaded machine) would find the
+    # server already stopped.
     client = subprocess.Popen([
         sys.executable, "-c",
-        "import time\nfrom pyspark.sql import SparkSession\n"
-        f"s = SparkSession.builder.remote('{server.url}').getOrCreate()\ns.range(3).count()\ntime.sleep(10)\n",
+        "import pathlib, time\nfrom pyspark.sql import SparkSession\n"
+        "for _ in range(240):\n"
+        "    try:\n"
+        f"        SparkSession.builder.remote('sc://127.0.0.1:{port}').getOrCreate().range(3).count()\n"
+        "        break\n"
+        "    except Exception:\n"
+        "        time.sleep(0.5)\n"
+        "else:\n"
+        "    raise SystemExit('never connected')\n"
+        f"pathlib.Path({str(connected)!r}).touch()\ntime.sleep(10)\n",
     ], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        time.sleep(9)  # past the idle timeout, with the client connected
+        server = start_server(port=port, directory=folder, master="local[1]", conf={"spark.driver.memory": "1g"},
+                              started_by="a refresh (test)", idle_timeout_s=5)
+        assert "started by a refresh (test)" in server.summary(folder)
+        deadline = time.monotonic() + 120
+        while not connected.exists():
+            assert time.monotonic() < deadline and client.poll() is None, "the client did not connect"
+            time.sleep(0.2)
+        time.sleep(7)  # past the idle timeout, with the client connected
         assert server_status(folder) is not None
         assert client.wait(timeout=60) == 0
     finally:
