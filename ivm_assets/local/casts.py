@@ -26,13 +26,13 @@ The rules, from a value of:
   to 9999) to DATE — ``to_date`` of one argument too. Anything else (spaces, ``+``,
   ``NaN``, out of range, an invalid day) fails;
 - a DATE: to STRING (``yyyy-mm-dd``, years 1000 to 9999); a TIMESTAMP: to DATE (its date in
-  the session zone, the connection's; a TIMESTAMP_NTZ's date part); a DATE or either
-  TIMESTAMP to TIMESTAMP or TIMESTAMP_NTZ (in the session zone);
+  the session zone, the connection's; a TIMESTAMP_NTZ's date part) or to STRING (years 1 to
+  9999); a DATE or either TIMESTAMP to TIMESTAMP or TIMESTAMP_NTZ (in the session zone);
 - a BOOLEAN: to STRING (``true``/``false``).
 
-FLOAT and BOOLEAN targets, a string or number to TIMESTAMP, a DOUBLE or FLOAT to DECIMAL or STRING, and a
-TIMESTAMP to STRING are refused. VARCHAR(n) and CHAR(n) are STRING, as Spark 4 casts to them by default
-(``spark.sql.preserveCharVarcharTypeInfo`` off).
+FLOAT and BOOLEAN targets, a string or number to TIMESTAMP, and a DOUBLE or FLOAT to
+DECIMAL or STRING are refused. VARCHAR(n) and CHAR(n) are STRING, as Spark 4 casts to them
+by default (``spark.sql.preserveCharVarcharTypeInfo`` off).
 """
 
 from __future__ import annotations
@@ -133,6 +133,15 @@ class Casts:
         elif t.family == "timestamp":
             if target.family == "date":
                 return f"CAST({x} AS DATE)"
+            if target.family == "string":
+                # Spark writes yyyy-MM-dd HH:mm:ss and the fraction of a second without its
+                # trailing zeros, in the session zone (a TIMESTAMP_NTZ as it is); strftime
+                # reads each DuckDB type the same way. DuckDB's microsecond() counts from the
+                # minute.
+                fraction = f"microsecond({x}) % 1000000"
+                text = (f"strftime({x}, '%Y-%m-%d %H:%M:%S') || (CASE WHEN {fraction} = 0 THEN '' "
+                        f"ELSE '.' || rtrim(lpad(CAST({fraction} AS VARCHAR), 6, '0'), '0') END)")
+                return _if(f"year({x}) BETWEEN 1 AND 9999", text, f"{what}: a year outside 1-9999 (Spark decides)", x)
         elif t.family == "boolean":
             if target.family == "string":
                 return f"CAST({x} AS VARCHAR)"

@@ -19,7 +19,7 @@ construct, which keeps that view's epochs in Spark. The rules:
   DECIMAL(38, s) operands (an overflow is an error in both, not a different value);
 - comparisons, ``<=>``, BETWEEN, IN, IS [NOT] NULL, AND/OR/NOT (three-valued in both), LIKE
   and NOT LIKE with a literal pattern (its escapes, ``\\`` or an ESCAPE character, read as
-  Spark reads them), CASE, COALESCE and NULLIF; the operands of one
+  Spark reads them), CASE (searched and simple), COALESCE and NULLIF; the operands of one
   comparison must be of one family (numbers, text, dates, …): Spark's implicit casts
   between families ('1.0' = 1) are not mirrored;
 - ``/``: integers, and anything beside a DOUBLE, in double precision as Spark does; DECIMALs by :func:`~ivm_assets.local.division.spark_divide`, a
@@ -27,8 +27,8 @@ construct, which keeps that view's epochs in Spark. The rules:
   DECIMALs in floating point). A division by zero fails here, and Spark decides;
 - casts (:mod:`~ivm_assets.local.casts`) where both engines give the same value: between
   numbers (to an integer truncated, to DECIMAL rounded half up), of strings in canonical
-  form, to STRING of numbers, dates and booleans, of a TIMESTAMP to DATE, of a DATE or
-  TIMESTAMP to TIMESTAMP or TIMESTAMP_NTZ; ``to_date(x)``;
+  form, to STRING of numbers, dates, timestamps and booleans, of a TIMESTAMP to DATE, of a
+  DATE or TIMESTAMP to TIMESTAMP or TIMESTAMP_NTZ; ``to_date(x)``;
 - date and time functions (:mod:`~ivm_assets.local.date_functions`): parts of a DATE or
   TIMESTAMP in the session zone, ``date_add``/``date_sub``/``add_months``, ``datediff``,
   ``last_day``, ``trunc``, ``date_trunc`` and ``date_format``;
@@ -37,7 +37,7 @@ construct, which keeps that view's epochs in Spark. The rules:
   ``startswith``/``endswith``/``contains``, ``trim`` of spaces, ``upper``/``lower`` of
   ASCII text;
 - numeric functions (:mod:`~ivm_assets.local.number_functions`): ``abs``,
-  ``round``/``bround``, ``floor``/``ceil``, ``%``, ``greatest``/``least``; ``IF``, ``nvl2``
+  ``round``/``bround``, ``floor``/``ceil``, ``%``, ``pmod``, ``greatest``/``least``; ``IF``, ``nvl2``
   and ``try_divide``;
 - window functions (the window operator's, :mod:`~ivm_assets.local.window_functions`):
   ROW_NUMBER, RANK, DENSE_RANK, LAG, LEAD, COUNT, SUM and AVG of integers and DECIMALs of
@@ -285,7 +285,11 @@ class _Translator(TextFunctions, DateFunctions, NumberFunctions, Casts, WindowFu
 
     def visit_Case(self, node: exp.Case) -> tuple[str, SqlType]:
         if node.this is not None:
-            raise Untranslatable("CASE x WHEN … (simple CASE)")
+            # CASE x WHEN v THEN … is CASE WHEN x = v THEN … in Spark (a NULL x matches
+            # nothing), compared as = compares.
+            ifs = [exp.If(this=exp.EQ(this=node.this.copy(), expression=b.this.copy()), true=b.args["true"].copy()) for b in node.args["ifs"]]
+            default = node.args.get("default")
+            return self.visit_Case(exp.Case(ifs=ifs, default=default.copy() if default is not None else None))
         parts, results = [], []
         for branch in node.args["ifs"]:
             cond, _ = self._operand(branch.this, "boolean", "a CASE condition")
@@ -318,8 +322,9 @@ class _Translator(TextFunctions, DateFunctions, NumberFunctions, Casts, WindowFu
         return f"(CASE WHEN {divisor} = 0 THEN NULL ELSE {quotient} END)", t
 
     def visit_Anonymous(self, node: exp.Anonymous) -> tuple[str, SqlType]:
-        """The functions sqlglot leaves as plain calls: ``to_date``, ``date_format`` and ``bround``."""
-        visit = {"to_date": self._to_date, "date_format": self._date_format, "bround": self._bround}.get(str(node.this).lower())
+        """The functions sqlglot leaves as plain calls: ``to_date``, ``date_format``, ``bround`` and ``pmod``."""
+        visits = {"to_date": self._to_date, "date_format": self._date_format, "bround": self._bround, "pmod": self._pmod}
+        visit = visits.get(str(node.this).lower())
         if visit is None:
             raise Untranslatable(f"no in-process rule for {str(node.this).upper()} ({node.sql('spark')})")
         return visit(node.expressions)

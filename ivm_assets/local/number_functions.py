@@ -21,6 +21,7 @@
   in DuckDB: Java's cast saturates them).
 - ``%`` of integers (the wider type; the sign of the dividend in both) and beside a DOUBLE
   (IEEE remainder, as Java's ``%``). A divisor of zero fails. DECIMAL remainders are refused.
+- ``pmod`` of integers, as Spark computes it from ``%``.
 - ``greatest``/``least``: NULLs skipped, the first of equal values kept, NaN above every
   number, in both; the arguments cast to the type they share.
 FLOAT arguments are refused (Spark computes them in single precision).
@@ -164,6 +165,21 @@ class NumberFunctions:
             raise Untranslatable(f"{what}: a DECIMAL remainder")
         t = SqlType("number", max(lt.precision, rt.precision), 0, integer=True)
         return f"CAST(({left} % {nonzero(right)}) AS {duckdb_type(t)})", t
+
+    def _pmod(self, args: list[exp.Expression]) -> tuple[str, SqlType]:
+        """``pmod(a, n)`` of integers: Spark's ``r = a % n; r < 0 ? (r + n) % n : r``, in the
+        wider type; a zero divisor, or ``r + n`` past the type, fails."""
+        if len(args) != 2:
+            raise Untranslatable("PMOD with other than two arguments")
+        (a, at), (n, nt) = (self._operand(e, "number", "PMOD") for e in args)
+        if NULL in (at, nt):
+            return "NULL", NULL
+        if not (at.integer and nt.integer):
+            raise Untranslatable("PMOD of DECIMALs")
+        t = SqlType("number", max(at.precision, nt.precision), 0, integer=True)
+        to = duckdb_type(t)
+        r = f"CAST(({a} % {nonzero(n)}) AS {to})"
+        return f"(CASE WHEN {r} < 0 THEN CAST((CAST(({r} + {n}) AS {to}) % {n}) AS {to}) ELSE {r} END)", t
 
     def _extreme(self, node: exp.Expression, call: str) -> tuple[str, SqlType]:
         items = [self(e) for e in (node.this, *node.expressions)]

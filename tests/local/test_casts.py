@@ -53,7 +53,6 @@ def test_no_cast_fails_on_nulls():
         ("CAST(`f` AS DECIMAL(10, 2))", "casts of a double"),
         ("CAST(`f` AS STRING)", "casts of a double"),
         ("CAST(`r` AS DECIMAL(10, 2))", "casts of a float"),
-        ("CAST(`ts` AS STRING)", "casts of a timestamp"),
         ("CAST(`i` AS FLOAT)", "casts to FLOAT"),
         ("CAST(`s` AS BOOLEAN)", "casts to BOOLEAN"),
         ("CAST(`w` AS DOUBLE)", "widened to DOUBLE"),

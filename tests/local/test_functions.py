@@ -19,6 +19,9 @@ NUMBERS = [
     "round(`w`, 2)", "round(`w`)", "round(`tiny`, 7)", "round(`f`)", "round(`f`, 2)", "round(`f`, -1)", "round(`f`, 5)", "round(`f`, 20)", "round(`f`, -20)",
     "bround(`d`, 1)", "bround(`d`)", "bround(`f`, 2)", "bround(`f`)", "bround(`i`, 1)",
     "floor(`i`)", "ceil(`b`)", "floor(`d`)", "ceil(`d`)", "floor(`w`)", "ceil(`tiny`)", "floor(`f`)", "ceil(`f`)",
+    "pmod(`i`, 7)", "pmod(`i`, -7)", "pmod(`b`, `i`)", "pmod(CAST(`i` AS SMALLINT), CAST(-3 AS SMALLINT))",
+    "CASE `i` WHEN 0 THEN 'zero' WHEN 42 THEN 'answer' ELSE 'other' END", "CASE `s` WHEN `u` THEN 1 WHEN 'abc' THEN 2 END",
+    "CASE `f` WHEN 0 THEN 'zero' WHEN -1.5 THEN 'neg' END",
     "`i` % 7", "`b` % `i`", "`i` % -1", "CAST(`i` AS TINYINT) % CAST(3 AS TINYINT)", "`f` % 2.5", "`f` % `f`", "`i` % `f`", "-`f` % 3",
     "greatest(`i`, `b`)", "least(`i`, `d`, 0)", "greatest(`f`, 0)", "least(`f`, -0.0)", "greatest(`d`, `f`)", "greatest(`s`, `u`)",
     "least(`day`, DATE'2000-01-01')", "greatest(`i`, NULL)", "greatest(-0.0, `f`)",
@@ -37,6 +40,7 @@ TIMES = [
     "date_trunc('SECOND', `ts`)",
     "date_format(`ts`, 'yyyy-MM')", "date_format(`day`, 'MMM d, yyyy')", "date_format(`ntz`, 'EEE HH:mm:ss')",
     "date_format(`ts`, 'yy/M/d h:mm a')", "date_format(`ts`, 'EEEE MMMM ''''yy')", "date_format(`day`, 'yyyy ''week'' d')",
+    "CAST(`ts` AS STRING)", "CAST(`ntz` AS STRING)",
     "CAST(`day` AS TIMESTAMP)", "CAST(`ntz` AS TIMESTAMP)", "CAST(`ts` AS TIMESTAMP_NTZ)", "CAST(`day` AS TIMESTAMP_NTZ)",
 ]
 TEXTS = [
@@ -90,7 +94,8 @@ def test_doubles_nearest_a_tie_are_left_to_spark(answers):
         ("`d` % 3", "a DECIMAL remainder"),
         ("greatest(`r`, `r`)", "GREATEST of FLOATs"),
         ("greatest(`i`, `s`)", "mixes number and string"),
-        ("pmod(`i`, 3)", "no in-process rule for PMOD"),
+        ("pmod(`d`, 3)", "PMOD of DECIMALs"),
+        ("CASE `i` WHEN 'a' THEN 1 END", "compares or mixes number and string"),
         ("hour(`day`)", "HOUR over a date"),
         ("date_trunc('FORTNIGHT', `ts`)", "DATE_TRUNC with the unit"),
         ("trunc(`day`, 'DAY')", "TRUNC with the unit"),
