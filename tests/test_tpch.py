@@ -6,7 +6,8 @@ drawn at random deleted with their lineitems) and dimension updates of customers
 and parts, a third of which set the value the row already has (delta-rs then rewrites the
 row, and the change feed reports an update that changes nothing). Epochs alternate between
 Spark and in process, so both ways of running every operator meet these batches; after
-every epoch each view equals its query recomputed on the same source versions.
+every epoch each view equals its query recomputed on the same source versions (the first
+build is checked through the first epoch's comparison).
 """
 
 from __future__ import annotations
@@ -42,8 +43,10 @@ def test_tpch_views_equal_their_recompute(tmp_path, spark):
         shutil.copy(query, root / "views" / query.name)
     project = IvmProject.load(root, spark=spark)
     assert len(project.views) == 22
+    # The first build is not compared on its own, for the suite's time: a wrong build stays
+    # wrong through an epoch that changes ~1 % of the orders, and the oracle after the first
+    # batch compares every view.
     project.refresh()
-    assert_oracle(project)
     batches = make_batches(spark, sources, 0.01, seed=23, dim_updates=5)
     for epoch in range(EPOCHS):
         batches.apply()

@@ -103,9 +103,9 @@ def _literal_int(node: exp.Expression | None, default: int, what: str) -> int:
 
 
 class NumberFunctions:
-    """Visits of ``abs``, ``round``/``bround``, ``floor``/``ceil``, ``%``, ``greatest`` and
-    ``least``, taken by the translator of :mod:`ivm_assets.local.expressions`, whose
-    ``_operand`` they call."""
+    """Visits of ``abs``, ``round``/``bround``, ``floor``/``ceil``, ``%``, ``pmod``,
+    ``greatest`` and ``least``, taken by the translator of :mod:`ivm_assets.local.expressions`,
+    whose ``_operand`` they call."""
 
     def visit_Abs(self, node: exp.Abs) -> tuple[str, SqlType]:
         x, t = self._operand(node.this, ("number", "double"), "ABS")
