@@ -88,43 +88,49 @@ class DateFunctions:
         x, t = self._operand(arg, ("date", "timestamp"), what)
         return f"CAST({x} AS DATE)" if t.family == "timestamp" else x
 
-    def _date_part(self, node: exp.Func, part: str) -> tuple[str, SqlType]:
-        """``year``/``month``/… of a DATE, or of a TIMESTAMP's date (:meth:`_day`).
+    def _instant(self, node: exp.Expression, what: str) -> str:
+        """``node``, a DATE or a TIMESTAMP, as a TIMESTAMP in the session zone: a DATE its
+        midnight there, a TIMESTAMP_NTZ its wall time there, as Spark casts them."""
+        x, _ = self._operand(node, ("date", "timestamp"), what)
+        return f"CAST({x} AS TIMESTAMPTZ)"
+
+    def _date_part(self, arg: exp.Expression, part: str) -> tuple[str, SqlType]:
+        """``year``/``month``/… of ``arg``, a DATE, or a TIMESTAMP's date (:meth:`_day`).
         Proleptic Gregorian in both engines; Spark's INT. DuckDB counts days of the week
         from 0 (Sunday), Spark from 1."""
-        x = self._day(node.this, part.upper())
+        x = self._day(arg, part.upper())
         shift = " + 1" if part == "dayofweek" else ""
         return f"CAST({part}({x}){shift} AS INTEGER)", _INT
 
-    def _time_part(self, node: exp.Func, part: str) -> tuple[str, SqlType]:
-        """``hour``/``minute``/``second`` of a TIMESTAMP in the session zone (the seconds
-        truncated); Spark's INT."""
-        x, _ = self._operand(node.this, "timestamp", part.upper())
+    def _time_part(self, arg: exp.Expression, part: str) -> tuple[str, SqlType]:
+        """``hour``/``minute``/``second`` of ``arg``, a TIMESTAMP, in the session zone (the
+        seconds truncated); Spark's INT."""
+        x, _ = self._operand(arg, "timestamp", part.upper())
         return f"CAST({part}({x}) AS INTEGER)", _INT
 
     def visit_Hour(self, node: exp.Hour) -> tuple[str, SqlType]:
-        return self._time_part(node, "hour")
+        return self._time_part(node.this, "hour")
 
     def visit_Minute(self, node: exp.Minute) -> tuple[str, SqlType]:
-        return self._time_part(node, "minute")
+        return self._time_part(node.this, "minute")
 
     def visit_Second(self, node: exp.Second) -> tuple[str, SqlType]:
-        return self._time_part(node, "second")
+        return self._time_part(node.this, "second")
 
     def visit_DayOfWeek(self, node: exp.DayOfWeek) -> tuple[str, SqlType]:
-        return self._date_part(node, "dayofweek")
+        return self._date_part(node.this, "dayofweek")
 
     def visit_DayOfYear(self, node: exp.DayOfYear) -> tuple[str, SqlType]:
-        return self._date_part(node, "dayofyear")
+        return self._date_part(node.this, "dayofyear")
 
     def visit_WeekOfYear(self, node: exp.WeekOfYear) -> tuple[str, SqlType]:
-        return self._date_part(node, "weekofyear")
+        return self._date_part(node.this, "weekofyear")
 
     def visit_Extract(self, node: exp.Extract) -> tuple[str, SqlType]:
         part = _unit(node.this, _EXTRACTED, "EXTRACT")
         if part in ("hour", "minute"):
-            return self._time_part(exp.Hour(this=node.expression), part)
-        return self._date_part(exp.Year(this=node.expression), part)
+            return self._time_part(node.expression, part)
+        return self._date_part(node.expression, part)
 
     def visit_DateDiff(self, node: exp.DateDiff) -> tuple[str, SqlType]:
         """``datediff(end, start)``: days between the two dates, Spark's INT."""
@@ -154,38 +160,34 @@ class DateFunctions:
         return f"CAST(date_trunc('{unit}', {self._day(node.this, 'TRUNC')}) AS DATE)", _DATE
 
     def _date_format(self, args: list[exp.Expression]) -> tuple[str, SqlType]:
-        """``date_format(x, pattern)`` of a DATE or TIMESTAMP (a DATE's midnight, a
-        TIMESTAMP_NTZ's wall time, in the session zone, as Spark casts them) with a literal
+        """``date_format(x, pattern)`` of a DATE or TIMESTAMP (:meth:`_instant`) with a literal
         pattern of :func:`strftime_pattern`'s letters. A year outside 1–9999 fails in DuckDB
         (Spark writes a sign before a fifth digit)."""
         if len(args) != 2 or not (isinstance(args[1], exp.Literal) and args[1].is_string):
             raise Untranslatable("DATE_FORMAT with a pattern other than a string literal")
         form = strftime_pattern(args[1].this).replace("'", "''")
-        x, _ = self._operand(args[0], ("date", "timestamp"), "DATE_FORMAT")
-        ts = f"CAST({x} AS TIMESTAMPTZ)"
+        ts = self._instant(args[0], "DATE_FORMAT")
         guard = "error('DATE_FORMAT of a year outside 1-9999 (Spark decides)')"
-        return f"(CASE WHEN {x} IS NULL THEN NULL WHEN year({ts}) BETWEEN 1 AND 9999 THEN strftime({ts}, '{form}') ELSE {guard} END)", SqlType("string")
+        return f"(CASE WHEN {ts} IS NULL THEN NULL WHEN year({ts}) BETWEEN 1 AND 9999 THEN strftime({ts}, '{form}') ELSE {guard} END)", SqlType("string")
 
     def visit_TimestampTrunc(self, node: exp.TimestampTrunc) -> tuple[str, SqlType]:
-        """``date_trunc(unit, x)``: a TIMESTAMP, truncated in the session zone. A DATE is
-        its midnight there and a TIMESTAMP_NTZ its wall time there, as Spark casts them."""
+        """``date_trunc(unit, x)``: a TIMESTAMP (:meth:`_instant`), truncated in the session zone."""
         unit = _unit(node.args.get("unit"), _TIME_UNITS, "DATE_TRUNC")
-        x, _ = self._operand(node.this, ("date", "timestamp"), "DATE_TRUNC")
-        return f"date_trunc('{unit}', CAST({x} AS TIMESTAMPTZ))", SqlType("timestamp")
+        return f"date_trunc('{unit}', {self._instant(node.this, 'DATE_TRUNC')})", SqlType("timestamp")
 
     def visit_Year(self, node: exp.Year) -> tuple[str, SqlType]:
-        return self._date_part(node, "year")
+        return self._date_part(node.this, "year")
 
     def visit_Month(self, node: exp.Month) -> tuple[str, SqlType]:
-        return self._date_part(node, "month")
+        return self._date_part(node.this, "month")
 
     def visit_Day(self, node: exp.Day) -> tuple[str, SqlType]:
-        return self._date_part(node, "day")
+        return self._date_part(node.this, "day")
 
     visit_DayOfMonth = visit_Day
 
     def visit_Quarter(self, node: exp.Quarter) -> tuple[str, SqlType]:
-        return self._date_part(node, "quarter")
+        return self._date_part(node.this, "quarter")
 
     def visit_TsOrDsAdd(self, node: exp.TsOrDsAdd) -> tuple[str, SqlType]:
         """``date_add(d, n)`` (``date_sub(d, n)`` reaches here as ``date_add(d, n * -1)``) of

@@ -187,7 +187,7 @@ class NumberFunctions:
         if t.family == "float":
             raise Untranslatable(f"{call.upper()} of FLOATs")
         to = duckdb_type(t)
-        args = [f"CAST({sql} AS {to})" if to and t.family in ("number", "double") else sql for sql, _ in items]
+        args = [f"CAST({sql} AS {to})" if t.family in ("number", "double") else sql for sql, _ in items]
         return f"{call}({', '.join(args)})", t
 
     def visit_Greatest(self, node: exp.Greatest) -> tuple[str, SqlType]:

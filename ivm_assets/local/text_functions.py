@@ -32,7 +32,7 @@ class TextFunctions:
         x, _ = self._operand(node.this, "string", "SUBSTRING")
         # Spark reads position 0 as 1 (UTF8String.substringSQL); DuckDB's range would start
         # before the first character and take one fewer.
-        return f"substring({x}, {', '.join([str(max(int(start.this), 1)), *(a.this for a in literals[1:])])})", SqlType("string")
+        return f"substring({x}, {', '.join([str(max(int(start.this), 1)), *(a.this for a in literals[1:])])})", _STRING
 
     def visit_Length(self, node: exp.Length) -> tuple[str, SqlType]:
         """``length(s)`` of a string: code points in both engines (an emoji is one, e + a
@@ -44,11 +44,11 @@ class TextFunctions:
         """``concat(a, b, …)`` of strings: NULL when any part is NULL, as Spark's is
         (DuckDB's ``concat`` skips NULLs; its ``||`` does not)."""
         parts = [self._operand(e, "string", "CONCAT")[0] for e in node.expressions]
-        return f"({' || '.join(parts)})", SqlType("string")
+        return f"({' || '.join(parts)})", _STRING
 
     def visit_DPipe(self, node: exp.DPipe) -> tuple[str, SqlType]:
         parts = [self._operand(e, "string", "||")[0] for e in (node.this, node.expression)]
-        return f"({' || '.join(parts)})", SqlType("string")
+        return f"({' || '.join(parts)})", _STRING
 
     def visit_ConcatWs(self, node: exp.ConcatWs) -> tuple[str, SqlType]:
         """``concat_ws(sep, s, …)`` of strings: NULL parts skipped, NULL when the separator
@@ -101,7 +101,7 @@ class TextFunctions:
             raise Untranslatable(f"TRIM of other characters than spaces ({node.sql('spark')})")
         x, _ = self._operand(node.this, "string", "TRIM")
         call = {"LEADING": "ltrim", "TRAILING": "rtrim"}.get((node.args.get("position") or "BOTH").upper(), "trim")
-        return f"{call}({x}, ' ')", SqlType("string")
+        return f"{call}({x}, ' ')", _STRING
 
     def visit_Upper(self, node: exp.Upper) -> tuple[str, SqlType]:
         return self._case_mapped(node, "upper")
@@ -116,4 +116,4 @@ class TextFunctions:
         fails in DuckDB, and the epoch goes to Spark."""
         x, _ = self._operand(node.this, "string", name.upper())
         guard = f"error('{name.upper()} of text outside ASCII: case mappings differ')"
-        return f"(CASE WHEN strlen({x}) <> length({x}) THEN {guard} ELSE {name}({x}) END)", SqlType("string")
+        return f"(CASE WHEN strlen({x}) <> length({x}) THEN {guard} ELSE {name}({x}) END)", _STRING
