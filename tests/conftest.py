@@ -24,12 +24,17 @@ from tests.s3.server import s3_project, s3_server  # noqa: E402,F401
 
 
 # scripts/test.sh runs the suite in two workers, a file each at a time, handed out in
-# collection order; the longest files (by --durations, 2026-11-26) go first, so that none of
-# them starts last and runs alone while the other worker has nothing left to do.
+# collection order (--no-loadscope-reorder: xdist would otherwise hand out the files with the
+# most tests first, and a long file of one test could start last). The longest files (by
+# --durations, 2026-11-26) go first, so that none of them starts last and runs alone while
+# the other worker has nothing left to do; the many short ones fill in at the end.
 LONGEST_FIRST = (
-    "tests/test_spark_answers.py", "tests/test_sql_steps.py", "tests/spark/test_cluster.py", "tests/test_install.py",
-    "tests/test_tpch.py", "tests/test_concurrency.py", "tests/s3/test_executor_io.py", "tests/test_text_and_time_answers.py",
-    "tests/operators/test_cancelling_changes.py",
+    "tests/test_sql_steps.py", "tests/test_spark_answers.py", "tests/spark/test_cluster.py", "tests/test_tpch.py",
+    "tests/test_concurrency.py", "tests/test_install.py", "tests/s3/test_executor_io.py", "tests/rules/test_renderers.py",
+    "tests/spark/test_connect.py", "tests/operators/test_aggregate.py", "tests/test_cli.py", "tests/s3/test_object_storage.py",
+    "tests/dagster/test_dagster_dev.py", "tests/s3/test_faults.py", "tests/test_state_parity.py",
+    "tests/spark/test_engine_over_connect.py", "tests/sql/test_regenerated_sql.py", "tests/operators/test_cancelling_changes.py",
+    "tests/test_crash.py", "tests/dagster/test_browser.py", "tests/test_text_and_time_answers.py",
 )
 
 

@@ -94,4 +94,8 @@ def test_changes_that_cancel_leave_every_view_right(builder):
         assert all(r.rows_out == 0 for r in results if r.view in quiet), [r.summary() for r in results if r.rows_out]
         if at_source:  # netted where the change feed is read: nothing reaches an operator
             assert all(r.rows_in == 0 for r in results), [r.summary() for r in results if r.rows_in]
-        assert_oracle(project)
+        # The changes netted at the source leave the sources' contents as they were and
+        # wrote nothing (rows_out 0, above): one comparison after the last of them stands
+        # for all of them, for the suite's time.
+        if not (at_source and epochs[step + 1][2]):
+            assert_oracle(project)

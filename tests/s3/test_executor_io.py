@@ -1,5 +1,6 @@
 """Spark's executors read and write the files of tables on S3 (a local moto server, see
-conftest.py); the driver only plans and commits."""
+conftest.py); the driver only plans and commits. The snapshot read and the full build run
+over Spark Connect too (``tests/spark/test_engine_over_connect.py``)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,7 @@ import os
 import re
 import subprocess
 import sys
-import xml.etree.ElementTree as ElementTree
 from decimal import Decimal
-from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -28,10 +27,8 @@ from ivm_assets.delta.write import create_table, delete_rows, write
 from ivm_assets.spark.arrow import to_arrow, to_spark
 from ivm_assets.state import arrangement, compaction
 
-from tests.spark.connect_server import connect_server  # noqa: F401  (the shared Connect server fixture)
 
 pytestmark = pytest.mark.s3
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _rows(n: int, start: int = 0) -> pa.Table:
@@ -166,7 +163,7 @@ class _Driver:
 
 
 def test_a_full_build_reads_and_writes_through_the_executors(s3_project, monkeypatch):
-    from tests.conftest import assert_oracle
+    from tests.conftest import assert_oracle, small_epochs
 
     _shop(s3_project)
     project = s3_project.load()
@@ -185,7 +182,8 @@ def test_a_full_build_reads_and_writes_through_the_executors(s3_project, monkeyp
     assert_oracle(project)
     for step in (1, 2):
         _change(s3_project, step)
-        [result] = project.refresh()
+        with small_epochs("auto"):  # also where the run over Connect sends every other epoch to Spark
+            [result] = project.refresh()
         assert (result.mode, result.engine) == ("incremental", "in process"), result.summary()
         assert_oracle(project)
 
@@ -283,26 +281,3 @@ def test_a_retried_write_task_leaves_its_first_attempts_files_out_of_the_commit(
     for uri in [where.output, *(f"{where.state_root}/{n}" for n in Progress(where.progress).last_committed().payload["state_versions"])]:
         referenced |= {f.split(f"{s3_project.base}/", 1)[1] for f in snapshot_files(uri).files if _EXECUTOR_FILE.search(f)}
     assert referenced and referenced < written, "the failed attempts' files exist and are not committed"
-
-
-@pytest.mark.slow
-@pytest.mark.connect
-def test_executor_reads_and_writes_over_spark_connect(connect_server, tmp_path):
-    """The snapshot read and the full build above, in a child pytest whose Spark is a Connect
-    session: Python data sources register over Connect, and the write function ships the
-    same way. (One run in three hung under a load of 10+ once, cause not found: bounded here.)"""
-    server, env = connect_server
-    if os.environ.get("IVM_SPARK_REMOTE"):
-        pytest.skip("already over Connect")
-    report = tmp_path / "report.xml"
-    try:
-        child = subprocess.run(
-            [sys.executable, "-m", "pytest", __file__, "-v", "-p", "no:cacheprovider", f"--junitxml={report}",
-             "-k", "partitioned_snapshot or full_build_reads_and_writes"],
-            cwd=ROOT, env={**os.environ, **env, "IVM_SPARK_REMOTE": server.url}, capture_output=True, text=True, timeout=300,
-        )
-    except subprocess.TimeoutExpired as stuck:
-        pytest.fail(f"the run over Connect did not end: {(stuck.stdout or b'')[-3000:]!r}")
-    assert child.returncode == 0, child.stdout[-4000:] + child.stderr[-2000:]
-    cases = ElementTree.parse(report).getroot().iter("testcase")
-    assert len([c for c in cases if not list(c)]) == 2, child.stdout[-2000:]
