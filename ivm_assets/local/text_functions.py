@@ -14,6 +14,7 @@ from ivm_assets.local.sql_types import BOOL, SqlType
 from ivm_assets.local.untranslatable import Untranslatable
 
 _STRING = SqlType("string")
+_INT = SqlType("number", 10, 0, integer=True)
 
 
 class TextFunctions:
@@ -38,7 +39,7 @@ class TextFunctions:
         """``length(s)`` of a string: code points in both engines (an emoji is one, e + a
         combining accent two), trailing spaces counted; Spark's INT."""
         x, _ = self._operand(node.this, "string", "LENGTH")
-        return f"CAST(length({x}) AS INTEGER)", SqlType("number", 10, 0, integer=True)
+        return f"CAST(length({x}) AS INTEGER)", _INT
 
     def visit_Concat(self, node: exp.Concat) -> tuple[str, SqlType]:
         """``concat(a, b, …)`` of strings: NULL when any part is NULL, as Spark's is
@@ -117,3 +118,47 @@ class TextFunctions:
         x, _ = self._operand(node.this, "string", name.upper())
         guard = f"error('{name.upper()} of text outside ASCII: case mappings differ')"
         return f"(CASE WHEN strlen({x}) <> length({x}) THEN {guard} ELSE {name}({x}) END)", _STRING
+
+    def _count(self, node: exp.Expression, what: str) -> str:
+        """An INT argument (a count or a length) given as a literal, as dashboards pad and
+        repeat. A column could hold 2^31 − 1, a string of gigabytes in either engine (Spark's
+        driver dies of it): refused, as is a number wider than INT (Spark casts it by rules
+        that depend on ANSI mode)."""
+        literal = node.this if isinstance(node, exp.Neg) else node
+        if not (isinstance(literal, exp.Literal) and not literal.is_string and literal.this.isdigit() and int(literal.this) < 2**31):
+            raise Untranslatable(f"{what} by a count other than an INT literal ({node.sql('spark')})")
+        return f"{'-' if literal is not node else ''}{int(literal.this)}"
+
+    def visit_Pad(self, node: exp.Pad) -> tuple[str, SqlType]:
+        """``lpad``/``rpad(s, n[, pad])``: ``s`` cut to ``n`` code points, or padded to them by
+        repeats of ``pad`` (a space by default), cut at the end; '' for ``n`` ≤ 0, in both.
+        With an empty ``pad`` Spark returns a shorter ``s`` as it is, DuckDB raises: the
+        epoch then runs in Spark."""
+        x, _ = self._operand(node.this, "string", "LPAD/RPAD")
+        n = self._count(node.expression, "LPAD/RPAD")
+        pad, _ = self._operand(node.args.get("fill_pattern") or exp.Literal.string(" "), "string", "LPAD/RPAD")
+        return f"{'lpad' if node.args.get('is_left') else 'rpad'}({x}, {n}, {pad})", _STRING
+
+    def visit_StrPosition(self, node: exp.StrPosition) -> tuple[str, SqlType]:
+        """``instr(s, sub)``, ``locate(sub, s)``, ``position(sub IN s)``: the code point where
+        ``sub`` first starts, counted from 1, 0 when it does not occur, 1 for an empty
+        ``sub``; Spark's INT. ``locate`` from a position other than 1 is refused (Spark's
+        answer for an empty ``sub`` there is 1, wherever it starts)."""
+        start = node.args.get("position")
+        if start is not None and not (isinstance(start, exp.Literal) and not start.is_string and start.this == "1"):
+            raise Untranslatable(f"LOCATE from a position other than 1 ({node.sql('spark')})")
+        (x, _), (sub, _) = (self._operand(e, "string", "INSTR/LOCATE") for e in (node.this, node.args["substr"]))
+        return f"CAST(instr({x}, {sub}) AS INTEGER)", _INT
+
+    def visit_Repeat(self, node: exp.Repeat) -> tuple[str, SqlType]:
+        """``repeat(s, n)``: ``s`` n times, '' for n ≤ 0, in both."""
+        x, _ = self._operand(node.this, "string", "REPEAT")
+        return f"repeat({x}, {self._count(node.args['times'], 'REPEAT')})", _STRING
+
+    def visit_Reverse(self, node: exp.Reverse) -> tuple[str, SqlType]:
+        """``reverse(s)``: Spark reverses code points, DuckDB grapheme clusters (an e and its
+        combining accent stay in order): a value outside ASCII fails in DuckDB, and the epoch
+        goes to Spark."""
+        x, _ = self._operand(node.this, "string", "REVERSE")
+        guard = "error('REVERSE of text outside ASCII: code points and graphemes differ')"
+        return f"(CASE WHEN strlen({x}) <> length({x}) THEN {guard} ELSE reverse({x}) END)", _STRING

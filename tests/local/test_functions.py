@@ -47,6 +47,9 @@ TEXTS = [
     "concat_ws('-', `s`, `u`)", "concat_ws(`u`, `s`, 'x')", "concat_ws(', ', `u`)",
     "left(`u`, 2)", "right(`u`, 2)", "left(`s`, 0)", "replace(`u`, 'b', '')", "replace(`u`, '', 'x')", "replace(`s`, '1', `u`)",
     "replace(`u`, 'é')", "startswith(`u`, 'h')", "endswith(`u`, '😀')", "contains(`u`, `s`)", "contains(`u`, '')",
+    "lpad(`u`, 6, 'é😀')", "rpad(`u`, 3)", "lpad(`s`, 3, '0')", "rpad(`u`, 0, 'x')", "lpad(`u`, 4, '')", "rpad(`s`, 5, `u`)",
+    "lpad(`u`, -2, 'x')", "instr(`u`, 'b')", "instr(`u`, '')", "instr(`s`, `u`)", "locate('é', `u`)", "position('😀' IN `u`)",
+    "locate('a', `u`, 1)", "repeat(`u`, 2)", "repeat(`s`, 3)", "repeat(`u`, -1)", "reverse(`u`)", "reverse(`s`)",
 ]
 ZONES = ["UTC", "America/Sao_Paulo", "Asia/Kolkata"]
 
@@ -105,6 +108,11 @@ def test_doubles_nearest_a_tie_are_left_to_spark(answers):
         ("date_format(`s`, 'yyyy')", "DATE_FORMAT over a string"),
         ("concat_ws('-', `i`)", "CONCAT_WS over a number"),
         ("left(`u`, `i`)", "LEFT with a length other than a plain literal"),
+        ("lpad(`u`, `i`, 'x')", "LPAD/RPAD by a count other than an INT literal"),
+        ("repeat(`u`, 2.5)", "REPEAT by a count other than an INT literal"),
+        ("repeat(`u`, 2147483648)", "REPEAT by a count other than an INT literal"),
+        ("locate('a', `u`, 2)", "LOCATE from a position other than 1"),
+        ("instr(`i`, '1')", "INSTR/LOCATE over a number"),
     ],
 )
 def test_functions_outside_the_rules_are_refused(sql, construct):
