@@ -73,7 +73,9 @@ VIEWS = {
     "nullif(t, 'x') AS nt FROM text",
     "functions": "SELECT id, upper(s) AS u, length(s) AS len, concat(s, t) AS c, substring(s, 0, 2) AS sub, trim(t) AS tr, "
     "IF(length(s) > 1, left(s, 1), s) AS tag, concat_ws('/', s, t) AS st, replace(t, 'x', 'X') AS rt, startswith(s, 'a') AS sa, "
-    "last_day(d) AS ld, lpad(t, 4, '0') AS pt, instr(s, 'b') AS ib, repeat(t, 2) AS t2 FROM text WHERE NOT contains(t, 'w')",
+    "last_day(d) AS ld, lpad(t, 4, '0') AS pt, instr(s, 'b') AS ib, repeat(t, 2) AS t2, initcap(t) AS it, "
+    "regexp_extract(t, '([a-z]+)', 1) AS word, regexp_replace(s, '[aeiou]', '_') AS masked, s RLIKE '^a.' AS ra "
+    "FROM text WHERE NOT contains(t, 'w')",
     "dates": "SELECT d, COUNT(*) AS n FROM text WHERE d >= DATE '1582-10-01' AND d < DATE '2024-02-29' + INTERVAL 1 DAY GROUP BY d",
     "date_math": "SELECT id, d, date_sub(d, 3) AS before, date_add(d, 1) AS next FROM text "
     "WHERE d < CAST('1970-01-01' AS DATE) + INTERVAL 1 MONTH AND d BETWEEN DATE '0001-01-01' AND DATE '9999-12-31'",

@@ -28,10 +28,14 @@ The rules, from a value of:
 - a DATE: to STRING (``yyyy-mm-dd``, years 1000 to 9999); a TIMESTAMP: to DATE (its date in
   the session zone, the connection's; a TIMESTAMP_NTZ's date part) or to STRING (years 1 to
   9999); a DATE or either TIMESTAMP to TIMESTAMP or TIMESTAMP_NTZ (in the session zone);
-- a BOOLEAN: to STRING (``true``/``false``).
+- a BOOLEAN: to STRING (``true``/``false``), to integers and DOUBLE (1 and 0);
+- to BOOLEAN: a number or DOUBLE is TRUE unless 0 (NaN is TRUE, −0.0 FALSE, in both); a
+  string only in Spark's words, lower case and without spaces (``true``/``t``/``yes``/``y``/
+  ``1``, ``false``/``f``/``no``/``n``/``0``); any other string fails (Spark trims it and
+  reads any case, and gives NULL or its ANSI error for other words).
 
-FLOAT and BOOLEAN targets, a string or number to TIMESTAMP, and a DOUBLE or FLOAT to
-DECIMAL or STRING are refused. VARCHAR(n) and CHAR(n) are STRING, as Spark 4 casts to them
+FLOAT targets, a string or number to TIMESTAMP, and a DOUBLE or FLOAT to DECIMAL or STRING
+are refused. VARCHAR(n) and CHAR(n) are STRING, as Spark 4 casts to them
 by default (``spark.sql.preserveCharVarcharTypeInfo`` off).
 """
 
@@ -40,7 +44,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from ivm_assets.decimal_rules import MAX_PRECISION
-from ivm_assets.local.sql_types import DOUBLE, SqlType, duckdb_type, widens_exactly
+from ivm_assets.local.sql_types import BOOL, DOUBLE, SqlType, duckdb_type, widens_exactly
 from ivm_assets.local.untranslatable import Untranslatable
 
 _T = exp.DataType.Type
@@ -53,6 +57,9 @@ _DATE = SqlType("date")
 _INTEGER_TEXT = "-?[0-9]+"
 _DOUBLE_TEXT = "-?[0-9]+(\\.[0-9]+)?([eE][-+]?[0-9]+)?"
 _DATE_TEXT = "[1-9][0-9]{3}-[0-9]{2}-[0-9]{2}"
+# Spark's words for TRUE and FALSE (StringUtils.isTrueString/isFalseString, after trimming
+# and lower-casing, which these forms do not need).
+_TRUE_WORDS, _FALSE_WORDS = ("t", "true", "y", "yes", "1"), ("f", "false", "n", "no", "0")
 
 
 def _target(to: exp.DataType, what: str) -> SqlType:
@@ -71,6 +78,8 @@ def _target(to: exp.DataType, what: str) -> SqlType:
         return _STRING
     if to.this == _T.DATE:
         return _DATE
+    if to.this == _T.BOOLEAN:
+        return BOOL
     raise Untranslatable(f"{what}: no in-process rule for casts to {to.sql('spark')}")
 
 
@@ -79,6 +88,10 @@ def _if(condition: str, then: str, otherwise: str, x: str) -> str:
     ``otherwise``: the epoch then runs in Spark, which decides."""
     message = otherwise.replace("'", "''")
     return f"(CASE WHEN {x} IS NULL THEN NULL WHEN {condition} THEN {then} ELSE error('{message}') END)"
+
+
+def _listed(words: tuple[str, ...]) -> str:
+    return ", ".join(f"'{w}'" for w in words)
 
 
 def _if_matches(x: str, pattern: str, then: str, what: str) -> str:
@@ -109,7 +122,11 @@ class Casts:
                 return _if(f"abs({x}) >= {least}", f"CAST({x} AS VARCHAR)", f"{what}: a DECIMAL under 10^-6 (Spark writes it in scientific notation)", x)
             if target.family in ("number", "double", "string"):
                 return f"CAST({x} AS {to})"
+            if target.family == "boolean":
+                return f"({x} <> 0)"
         elif t.family in ("double", "float"):
+            if target.family == "boolean":
+                return f"({x} <> 0)"
             if target.family == "double":
                 return x if t.family == "double" else f"CAST({x} AS DOUBLE)"  # every FLOAT is a DOUBLE exactly
             if target.family == "number" and target.integer:
@@ -124,6 +141,9 @@ class Casts:
                 return _if_matches(x, _DOUBLE_TEXT, f"CAST({x} AS DOUBLE)", what)
             if target.family == "date":
                 return _if_matches(x, _DATE_TEXT, f"CAST({x} AS DATE)", what)
+            if target.family == "boolean":
+                return _if(f"{x} IN ({_listed(_TRUE_WORDS + _FALSE_WORDS)})", f"({x} IN ({_listed(_TRUE_WORDS)}))",
+                           f"{what}: a value outside the words read alike (Spark decides)", x)
         elif t.family == "date":
             if target.family == "date":
                 return x
@@ -143,8 +163,10 @@ class Casts:
                         f"ELSE '.' || rtrim(lpad(CAST({fraction} AS VARCHAR), 6, '0'), '0') END)")
                 return _if(f"year({x}) BETWEEN 1 AND 9999", text, f"{what}: a year outside 1-9999 (Spark decides)", x)
         elif t.family == "boolean":
-            if target.family == "string":
-                return f"CAST({x} AS VARCHAR)"
+            if target.family == "boolean":
+                return x
+            if target.family == "string" or (target.family == "number" and target.integer) or target.family == "double":
+                return f"CAST({x} AS {to})"
         raise Untranslatable(f"{what}: no in-process rule for casts of a {t.family} to {to}")
 
     def visit_Cast(self, node: exp.Cast) -> tuple[str, SqlType]:
@@ -164,7 +186,12 @@ class Casts:
 
     def _to_date(self, args: list[exp.Expression]) -> tuple[str, SqlType]:
         """``to_date(x)``: Spark's cast of ``x`` to DATE (parsed as written, see
-        :mod:`ivm_assets.sql.dialect`). With a pattern: not rendered."""
-        if len(args) != 1:
-            raise Untranslatable("TO_DATE with a pattern")
+        :mod:`ivm_assets.sql.dialect`). ``to_date(s, 'yyyy-MM-dd')`` of a string: the same
+        cast, whose canonical form is exactly what that pattern reads (four digits from
+        1000, two, two; anything else fails in DuckDB, and Spark decides). Other patterns
+        are not rendered."""
+        if len(args) == 2 and isinstance(args[1], exp.Literal) and args[1].is_string and args[1].this == "yyyy-MM-dd":
+            self._operand(args[0], "string", "TO_DATE with a pattern")
+        elif len(args) != 1:
+            raise Untranslatable(f"TO_DATE with a pattern other than 'yyyy-MM-dd' ({', '.join(a.sql('spark') for a in args)})")
         return self._cast(args[0], _DATE, f"TO_DATE ({args[0].sql('spark')})"), _DATE

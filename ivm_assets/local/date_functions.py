@@ -13,7 +13,8 @@ session zone (a wall time in a daylight-saving gap moves forward by the gap in b
   ``datediff``, ``last_day``, ``trunc(d, unit)`` (a DATE), ``date_trunc(unit, ts)`` (a
   TIMESTAMP) with a literal unit Spark knows;
 - ``date_format(x, pattern)`` with a literal pattern of year, month, day, hour, minute,
-  second, weekday and AM/PM letters (``yyyy-MM``, ``MMM d``, ``EEE HH:mm``).
+  second, weekday and AM/PM letters, and milli- or microseconds (``yyyy-MM``, ``MMM d``,
+  ``EEE HH:mm:ss.SSS``).
 Past the range of dates DuckDB fails, and Spark decides.
 """
 
@@ -38,6 +39,8 @@ _PATTERN = {
     ("y", 4): "%Y", ("y", 2): "%y", ("M", 1): "%-m", ("M", 2): "%m", ("M", 3): "%b", ("M", 4): "%B", ("d", 1): "%-d", ("d", 2): "%d",
     ("H", 1): "%-H", ("H", 2): "%H", ("h", 1): "%-I", ("h", 2): "%I", ("m", 1): "%-M", ("m", 2): "%M", ("s", 1): "%-S", ("s", 2): "%S",
     ("E", 1): "%a", ("E", 2): "%a", ("E", 3): "%a", ("E", 4): "%A", ("a", 1): "%p",
+    # Fractions of a second, truncated, in both: milliseconds and microseconds.
+    ("S", 3): "%g", ("S", 6): "%f",
 }
 
 

@@ -63,6 +63,7 @@ from ivm_assets.local.date_functions import DateFunctions
 from ivm_assets.local import division, number_functions
 from ivm_assets.local.division import decimal_divide, nonzero
 from ivm_assets.local.number_functions import NumberFunctions
+from ivm_assets.local.regex_functions import RegexFunctions
 from ivm_assets.local.sql_types import BOOL, DOUBLE, FAMILIES, INT_NAMES, NULL, SqlType, common_type, fit_decimal
 from ivm_assets.local.text_functions import TextFunctions
 from ivm_assets.local.untranslatable import Untranslatable
@@ -83,7 +84,7 @@ _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _COMPARISONS = {exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">=", exp.NullSafeEQ: "IS NOT DISTINCT FROM"}
 
 
-class _Translator(TextFunctions, DateFunctions, NumberFunctions, Casts, WindowFunctions):
+class _Translator(TextFunctions, RegexFunctions, DateFunctions, NumberFunctions, Casts, WindowFunctions):
     def __init__(self, columns: dict[str, SqlType]) -> None:
         self.columns = columns
 
@@ -322,8 +323,9 @@ class _Translator(TextFunctions, DateFunctions, NumberFunctions, Casts, WindowFu
         return f"(CASE WHEN {divisor} = 0 THEN NULL ELSE {quotient} END)", t
 
     def visit_Anonymous(self, node: exp.Anonymous) -> tuple[str, SqlType]:
-        """The functions sqlglot leaves as plain calls: ``to_date``, ``date_format``, ``bround`` and ``pmod``."""
-        visits = {"to_date": self._to_date, "date_format": self._date_format, "bround": self._bround, "pmod": self._pmod}
+        """The functions sqlglot leaves as plain calls: ``to_date``, ``date_format``, ``bround``, ``pmod`` and
+        ``regexp`` (``rlike``'s other name)."""
+        visits = {"to_date": self._to_date, "date_format": self._date_format, "bround": self._bround, "pmod": self._pmod, "regexp": self._regexp}
         visit = visits.get(str(node.this).lower())
         if visit is None:
             raise Untranslatable(f"no in-process rule for {str(node.this).upper()} ({node.sql('spark')})")

@@ -4,7 +4,9 @@
 - ``abs`` of integers, DECIMALs and DOUBLEs, of the argument's type. ``abs`` of an integer
   type's lowest value fails in DuckDB (Spark wraps it without ANSI, fails with it).
 - ``round``/``bround`` with a literal scale (half up / half even):
-  - of integers, with a scale of at least 0: the value itself, of its type;
+  - of integers: the value itself, of its type, for a scale of at least 0; rounded to a
+    negative one exactly, and of its type (past its range, where Spark wraps, the value
+    fails in DuckDB);
   - of DECIMAL(p, s), to Spark's type: DECIMAL(p − s + 1 + min(s, d), min(s, d)) for a scale
     d ≥ 0, DECIMAL(max(p − s + 1, 1 − d), 0) below. Both engines round the exact value;
     past the type (Spark's "risk of overflow" at 38 digits) the value fails in DuckDB;
@@ -121,13 +123,15 @@ class NumberFunctions:
             return "NULL", NULL
         if t.family == "double":
             return f"{SPARK_ROUND_DOUBLE}({x}, {d}, {'TRUE' if half_even else 'FALSE'})", DOUBLE
+        call = "round_even" if half_even else "round"
         if t.integer:
-            if d < 0:
-                raise Untranslatable(f"{what} of an integer to a negative scale")
-            return x, t
+            if d >= 0:
+                return x, t
+            # Spark rounds the exact value and narrows it back to its type (wrapping past
+            # its range): here the narrowing fails past the range, and Spark decides.
+            return f"CAST({call}(CAST({x} AS DECIMAL({MAX_PRECISION}, 0)), {d}) AS {duckdb_type(t)})", t
         p, s = t.precision, t.scale
         result = SqlType("number", min(p - s + 1 + min(s, d), MAX_PRECISION), min(s, d)) if d >= 0 else SqlType("number", min(max(p - s + 1, 1 - d), MAX_PRECISION), 0)
-        call = "round_even" if half_even else "round"
         return f"CAST({call}(CAST({x} AS DECIMAL({MAX_PRECISION}, {s})), {d}) AS {duckdb_type(result)})", result
 
     def _bround(self, args: list[exp.Expression]) -> tuple[str, SqlType]:

@@ -110,6 +110,20 @@ class TextFunctions:
     def visit_Lower(self, node: exp.Lower) -> tuple[str, SqlType]:
         return self._case_mapped(node, "lower")
 
+    def visit_Initcap(self, node: exp.Initcap) -> tuple[str, SqlType]:
+        """``initcap(s)`` of ASCII text: lower case, then the first letter after each space
+        upper case (only a space starts a word, as in Spark's ``toTitleCase``; sqlglot
+        writes that delimiter as the node's second argument, any other is refused). Spark
+        maps letters outside ASCII by its own rules: such a value fails in DuckDB (see
+        ``upper``)."""
+        delimiter = node.args.get("expression")
+        if delimiter is not None and not (isinstance(delimiter, exp.Literal) and delimiter.is_string and delimiter.this == " "):
+            raise Untranslatable(f"INITCAP with delimiters ({node.sql('spark')})")
+        x, _ = self._operand(node.this, "string", "INITCAP")
+        guard = "error('INITCAP of text outside ASCII: case mappings differ')"
+        words = f"list_transform(string_split(lower({x}), ' '), lambda w: upper(w[1:1]) || w[2:])"
+        return f"(CASE WHEN strlen({x}) <> length({x}) THEN {guard} ELSE array_to_string({words}, ' ') END)", _STRING
+
     def _case_mapped(self, node: exp.Expression, name: str) -> tuple[str, SqlType]:
         """``upper(s)`` / ``lower(s)`` of ASCII text, where both engines map A–Z and a–z
         alike. Beyond ASCII they differ (``upper('straße')`` is STRASSE in Spark, STRAẞE in

@@ -26,6 +26,8 @@ CASTS = [
     "CAST(`f` AS INT)", "CAST(`f` AS BIGINT)", "CAST(`f` AS SMALLINT)", "CAST(`r` AS DOUBLE)", "CAST(`r` AS INT)", "CAST(`r` AS BIGINT)",
     "CAST(`day` AS STRING)", "CAST(`ts` AS DATE)", "to_date(`ts`)", "date_add(`ts`, 1)", "date_sub(`ts`, 40)",
     "CAST(`flag` AS STRING)", "CAST(NULL AS INT)",
+    "CAST(`s` AS BOOLEAN)", "CAST(`i` AS BOOLEAN)", "CAST(`d` AS BOOLEAN)", "CAST(`f` AS BOOLEAN)", "CAST(`r` AS BOOLEAN)",
+    "CAST(`flag` AS INT)", "CAST(`flag` AS DOUBLE)", "CAST(`flag` AS BOOLEAN)", "to_date(`s`, 'yyyy-MM-dd')",
 ]
 
 
@@ -54,9 +56,10 @@ def test_no_cast_fails_on_nulls():
         ("CAST(`f` AS STRING)", "casts of a double"),
         ("CAST(`r` AS DECIMAL(10, 2))", "casts of a float"),
         ("CAST(`i` AS FLOAT)", "casts to FLOAT"),
-        ("CAST(`s` AS BOOLEAN)", "casts to BOOLEAN"),
+        ("CAST(`flag` AS DECIMAL(3, 0))", "casts of a boolean"),
         ("CAST(`w` AS DOUBLE)", "widened to DOUBLE"),
-        ("to_date(`s`, 'yyyy-MM-dd')", "TO_DATE"),
+        ("to_date(`s`, 'dd/MM/yyyy')", "TO_DATE with a pattern other than"),
+        ("to_date(`ts`, 'yyyy-MM-dd')", "TO_DATE with a pattern over a timestamp"),
     ],
 )
 def test_casts_outside_the_rules_are_refused(sql, construct):

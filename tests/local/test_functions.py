@@ -17,7 +17,7 @@ NUMBERS = [
     "abs(`i`)", "abs(`b`)", "abs(`d`)", "abs(`w`)", "abs(`f`)", "abs(CAST(`i` AS TINYINT))",
     "round(`i`)", "round(`b`, 2)", "round(`d`)", "round(`d`, 1)", "round(`d`, 3)", "round(`d`, -1)", "round(`d`, -12)",
     "round(`w`, 2)", "round(`w`)", "round(`tiny`, 7)", "round(`f`)", "round(`f`, 2)", "round(`f`, -1)", "round(`f`, 5)", "round(`f`, 20)", "round(`f`, -20)",
-    "bround(`d`, 1)", "bround(`d`)", "bround(`f`, 2)", "bround(`f`)", "bround(`i`, 1)",
+    "bround(`d`, 1)", "bround(`d`)", "bround(`f`, 2)", "bround(`f`)", "bround(`i`, 1)", "round(`i`, -1)", "round(`b`, -3)", "bround(`i`, -1)", "round(CAST(`i` AS TINYINT), -2)", "round(`i`, -12)",
     "floor(`i`)", "ceil(`b`)", "floor(`d`)", "ceil(`d`)", "floor(`w`)", "ceil(`tiny`)", "floor(`f`)", "ceil(`f`)",
     "pmod(`i`, 7)", "pmod(`i`, -7)", "pmod(`b`, `i`)", "pmod(CAST(`i` AS SMALLINT), CAST(-3 AS SMALLINT))",
     "CASE `i` WHEN 0 THEN 'zero' WHEN 42 THEN 'answer' ELSE 'other' END", "CASE `s` WHEN `u` THEN 1 WHEN 'abc' THEN 2 END",
@@ -40,6 +40,7 @@ TIMES = [
     "date_trunc('SECOND', `ts`)",
     "date_format(`ts`, 'yyyy-MM')", "date_format(`day`, 'MMM d, yyyy')", "date_format(`ntz`, 'EEE HH:mm:ss')",
     "date_format(`ts`, 'yy/M/d h:mm a')", "date_format(`ts`, 'EEEE MMMM ''''yy')", "date_format(`day`, 'yyyy ''week'' d')",
+    "date_format(`ts`, 'yyyy-MM-dd HH:mm:ss.SSS')", "date_format(`ntz`, 'HH:mm:ss.SSSSSS')",
     "CAST(`ts` AS STRING)", "CAST(`ntz` AS STRING)",
     "CAST(`day` AS TIMESTAMP)", "CAST(`ntz` AS TIMESTAMP)", "CAST(`ts` AS TIMESTAMP_NTZ)", "CAST(`day` AS TIMESTAMP_NTZ)",
 ]
@@ -50,6 +51,18 @@ TEXTS = [
     "lpad(`u`, 6, 'é😀')", "rpad(`u`, 3)", "lpad(`s`, 3, '0')", "rpad(`u`, 0, 'x')", "lpad(`u`, 4, '')", "rpad(`s`, 5, `u`)",
     "lpad(`u`, -2, 'x')", "instr(`u`, 'b')", "instr(`u`, '')", "instr(`s`, `u`)", "locate('é', `u`)", "position('😀' IN `u`)",
     "locate('a', `u`, 1)", "repeat(`u`, 2)", "repeat(`s`, 3)", "repeat(`u`, -1)", "reverse(`u`)", "reverse(`s`)",
+    "initcap(`s`)", "initcap(`u`)",
+]
+# Java's regular expressions as RE2 matches them (line terminators, \s, $ before a final
+# terminator, empty matches, lazy repetition, groups that take no part).
+REGEXES = [
+    "`s` RLIKE '^[0-9]+$'", "`s` RLIKE '^-?\\\\d+(\\\\.\\\\d+)?$'", "`s` RLIKE 'a.b'", "`s` RLIKE '\\\\s'", "`u` RLIKE '^.{3}$'",
+    "`s` RLIKE '[^a-z0-9]'", "regexp(`s`, 'b$')", "`u` RLIKE 'é|😀'", "`s` RLIKE '(?:ab|a)+[\\\\s\\\\-]'",
+    "regexp_extract(`s`, '([0-9]+)\\\\.?([0-9]*)', 1)", "regexp_extract(`s`, '([0-9]+)\\\\.?([0-9]*)', 2)",
+    "regexp_extract(`s`, '(a)|(b)', 2)", "regexp_extract(`s`, '(.*?)(\\\\d)', 1)", "regexp_extract(`s`, '^(.*)$', 1)",
+    "regexp_extract(`u`, '[a-z]+', 0)", "regexp_extract(`s`, '(\\\\w+)\\\\s+(\\\\w+)')",
+    "regexp_replace(`s`, '[0-9]', '#')", "regexp_replace(`s`, 'x+', '-')", "regexp_replace(`s`, '\\\\s+', ' ')",
+    "regexp_replace(`u`, '.', '.')", "regexp_replace(`s`, '0+|l', '')", "regexp_replace(`s`, '(a|ab)(c|bcd)?', 'Z')",
 ]
 ZONES = ["UTC", "America/Sao_Paulo", "Asia/Kolkata"]
 
@@ -58,12 +71,12 @@ ZONES = ["UTC", "America/Sao_Paulo", "Asia/Kolkata"]
 def answers(spark):
     found = {}
     for zone in ZONES:
-        expressions = TIMES if zone != "UTC" else NUMBERS + TEXTS + TIMES
+        expressions = TIMES if zone != "UTC" else NUMBERS + TEXTS + REGEXES + TIMES
         found.update({(zone, sql): answer for sql, answer in spark_values.answers(spark, expressions, zone).items()})
     return found
 
 
-@pytest.mark.parametrize(("zone", "sql"), [("UTC", sql) for sql in NUMBERS + TEXTS] + [(zone, sql) for zone in ZONES for sql in TIMES])
+@pytest.mark.parametrize(("zone", "sql"), [("UTC", sql) for sql in NUMBERS + TEXTS + REGEXES] + [(zone, sql) for zone in ZONES for sql in TIMES])
 def test_a_function_answered_in_process_is_sparks_in_both_ansi_modes(answers, zone, sql):
     answer = answers[(zone, sql)]
     found, spark_type, ours, _, _ = answer
@@ -76,7 +89,7 @@ def test_a_function_answered_in_process_is_sparks_in_both_ansi_modes(answers, zo
 def test_no_function_fails_on_nulls():
     """A NULL argument gives Spark's NULL (or value) in DuckDB too, not a guard's failure:
     ``date_format``'s year guard once failed on NULL, sending such epochs to Spark."""
-    assert spark_values.failing_on_nulls(NUMBERS + TEXTS + TIMES) == []
+    assert spark_values.failing_on_nulls(NUMBERS + TEXTS + REGEXES + TIMES) == []
 
 
 def test_doubles_nearest_a_tie_are_left_to_spark(answers):
@@ -90,7 +103,6 @@ def test_doubles_nearest_a_tie_are_left_to_spark(answers):
 @pytest.mark.parametrize(
     ("sql", "construct"),
     [
-        ("round(`i`, -1)", "ROUND of an integer to a negative scale"),
         ("round(`d`, `i`)", "ROUND with a scale other than an integer literal"),
         ("round(`r`)", "ROUND over a float"),
         ("floor(`d`, 1)", "FLOOR with a scale"),
@@ -103,7 +115,7 @@ def test_doubles_nearest_a_tie_are_left_to_spark(answers):
         ("date_trunc('FORTNIGHT', `ts`)", "DATE_TRUNC with the unit"),
         ("trunc(`day`, 'DAY')", "TRUNC with the unit"),
         ("EXTRACT(SECOND FROM `ts`)", "EXTRACT with the unit"),
-        ("date_format(`ts`, 'yyyy-MM-dd HH:mm:ss.SSS')", "the pattern 'yyyy-MM-dd HH:mm:ss.SSS': SSS"),
+        ("date_format(`ts`, 'HH:mm:ss.SS')", "the pattern 'HH:mm:ss.SS': SS"),
         ("date_format(`ts`, `s`)", "DATE_FORMAT with a pattern other than a string literal"),
         ("date_format(`s`, 'yyyy')", "DATE_FORMAT over a string"),
         ("concat_ws('-', `i`)", "CONCAT_WS over a number"),
@@ -112,6 +124,22 @@ def test_doubles_nearest_a_tie_are_left_to_spark(answers):
         ("repeat(`u`, 2.5)", "REPEAT by a count other than an INT literal"),
         ("repeat(`u`, 2147483648)", "REPEAT by a count other than an INT literal"),
         ("locate('a', `u`, 2)", "LOCATE from a position other than 1"),
+        ("`s` RLIKE '(?i)abc'", "flags, lookaround or named groups"),
+        ("`s` RLIKE 'a(?=b)'", "flags, lookaround or named groups"),
+        ("`s` RLIKE '\\\\bword'", "the escape \\\\b"),
+        ("`s` RLIKE '\\\\p{Alpha}'", "the escape \\\\p"),
+        ("`s` RLIKE '(a)\\\\1'", "the escape \\\\1"),
+        ("`s` RLIKE 'a*+'", "possessive repetition"),
+        ("`s` RLIKE '[a-z&&[^b]]'", "a nested class or an intersection"),
+        ("`s` RLIKE '$a'", "other than at its end"),
+        ("regexp_replace(`s`, 'a$', 'b')", "other than at its end"),
+        ("regexp_extract(`s`, 'a$', 0)", "other than at its end"),
+        ("regexp_replace(`s`, '(a)', '$1')", "a replacement other than a literal"),
+        ("regexp_replace(`s`, 'x*', '-')", "a pattern that matches the empty string"),
+        ("regexp_replace(`s`, 'a|', '-')", "a pattern that matches the empty string"),
+        ("regexp_replace(`s`, 'a{1001}', '-')", "RE2 rejects it"),
+        ("`s` RLIKE `u`", "RLIKE with a pattern other than a string literal"),
+        ("regexp_extract(`s`, '(a)', `i`)", "REGEXP_EXTRACT with a group other than a literal"),
         ("instr(`i`, '1')", "INSTR/LOCATE over a number"),
     ],
 )
