@@ -13,6 +13,6 @@ if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; 
     echo "note: chromium is not installed; the browser test will be skipped (sudo apt-get install -y chromium)" >&2
   fi
 fi
-# Two workers, a test file each at a time (files share their Spark session and fixtures),
-# in the order tests/conftest.py gives them; pass -n 0 to run in one process.
-exec .venv/bin/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder "$@"
+# Two workers, a test file each at a time (files share their Spark session and fixtures);
+# pass -n 0 to run in one process.
+exec .venv/bin/python -m pytest -n 2 --dist loadfile "$@"
