@@ -93,14 +93,13 @@ def register(con) -> None:
     con.create_function(SPARK_ROUND_DOUBLE, spark_round_double, ["DOUBLE", "INTEGER", "BOOLEAN"], "DOUBLE", type="arrow")
 
 
-def _literal_int(node: exp.Expression | None, default: int, what: str) -> int:
-    """An integer literal argument (``-2`` reaches here as a negation of ``2``)."""
-    if node is None:
-        return default
+def literal_int(node: exp.Expression, refusal: str) -> int:
+    """An integer literal argument (``-2`` reaches here as a negation of ``2``); anything else
+    is refused with ``refusal``."""
     negative = isinstance(node, exp.Neg)
     literal = node.this if negative else node
     if not (isinstance(literal, exp.Literal) and not literal.is_string and literal.this.isdigit()):
-        raise Untranslatable(f"{what} with a scale other than an integer literal")
+        raise Untranslatable(refusal)
     return -int(literal.this) if negative else int(literal.this)
 
 
@@ -117,7 +116,7 @@ class NumberFunctions:
         return self._round(node.this, node.args.get("decimals"), half_even=False, what="ROUND")
 
     def _round(self, value: exp.Expression, decimals: exp.Expression | None, half_even: bool, what: str) -> tuple[str, SqlType]:
-        d = _literal_int(decimals, 0, what)
+        d = 0 if decimals is None else literal_int(decimals, f"{what} with a scale other than an integer literal")
         x, t = self._operand(value, ("number", "double"), what)
         if t.family == "null":
             return "NULL", NULL

@@ -49,17 +49,7 @@ def re2_pattern(pattern: str, *, dollar: bool) -> str:
     while k < len(pattern):
         c = pattern[k]
         if c == "\\":
-            escaped = pattern[k + 1:k + 2]
-            if escaped in _SHARED_ESCAPES or escaped in ("A", "z"):
-                out.append("\\" + escaped)
-            elif escaped == "s":
-                out.append(f"[{_SPACES}]")
-            elif escaped == "S":
-                out.append(f"[^{_SPACES}]")
-            elif escaped and escaped.isascii() and not escaped.isalnum():
-                out.append("\\" + escaped)
-            else:
-                raise Untranslatable(f"the regular expression {pattern!r}: the escape \\{escaped} (Java and RE2 differ)")
+            out.append(_escape(pattern, pattern[k + 1:k + 2], in_class=False))
             k += 2
         elif c == "[":
             k = _char_class(pattern, k, out)
@@ -84,6 +74,22 @@ def re2_pattern(pattern: str, *, dollar: bool) -> str:
             out.append(c)
             k += 1
     return "".join(out)
+
+
+def _escape(pattern: str, escaped: str, *, in_class: bool) -> str:
+    """The RE2 form of ``\\`` + ``escaped`` in ``pattern``, inside a class or not: the shared
+    escapes and escaped punctuation as they are, ``\\s`` written out; outside a class also
+    ``\\S``, ``\\A`` and ``\\z``. Any other is refused."""
+    if escaped in _SHARED_ESCAPES or (escaped and escaped.isascii() and not escaped.isalnum()):
+        return "\\" + escaped
+    if escaped == "s":
+        return _SPACES if in_class else f"[{_SPACES}]"
+    if not in_class and escaped == "S":
+        return f"[^{_SPACES}]"
+    if not in_class and escaped in ("A", "z"):
+        return "\\" + escaped
+    where = " in a class" if in_class else " (Java and RE2 differ)"
+    raise Untranslatable(f"the regular expression {pattern!r}: the escape \\{escaped}{where}")
 
 
 def _quantifier(pattern: str, k: int, out: list[str]) -> int:
@@ -119,15 +125,7 @@ def _char_class(pattern: str, k: int, out: list[str]) -> int:
         if c == "[" or pattern.startswith("&&", i):
             raise Untranslatable(f"the regular expression {pattern!r}: a nested class or an intersection")
         if c == "\\":
-            escaped = pattern[i + 1:i + 2]
-            if escaped in _SHARED_ESCAPES:
-                parts.append("\\" + escaped)
-            elif escaped == "s":
-                parts.append(_SPACES)
-            elif escaped and escaped.isascii() and not escaped.isalnum():
-                parts.append("\\" + escaped)
-            else:
-                raise Untranslatable(f"the regular expression {pattern!r}: the escape \\{escaped} in a class")
+            parts.append(_escape(pattern, pattern[i + 1:i + 2], in_class=True))
             i += 2
         else:
             parts.append(c)

@@ -10,6 +10,7 @@ import re
 
 from sqlglot import exp
 
+from ivm_assets.local.number_functions import literal_int
 from ivm_assets.local.sql_types import BOOL, SqlType
 from ivm_assets.local.untranslatable import Untranslatable
 
@@ -138,10 +139,11 @@ class TextFunctions:
         repeat. A column could hold 2^31 − 1, a string of gigabytes in either engine (Spark's
         driver dies of it): refused, as is a number wider than INT (Spark casts it by rules
         that depend on ANSI mode)."""
-        literal = node.this if isinstance(node, exp.Neg) else node
-        if not (isinstance(literal, exp.Literal) and not literal.is_string and literal.this.isdigit() and int(literal.this) < 2**31):
-            raise Untranslatable(f"{what} by a count other than an INT literal ({node.sql('spark')})")
-        return f"{'-' if literal is not node else ''}{int(literal.this)}"
+        refusal = f"{what} by a count other than an INT literal ({node.sql('spark')})"
+        n = literal_int(node, refusal)
+        if abs(n) >= 2**31:
+            raise Untranslatable(refusal)
+        return str(n)
 
     def visit_Pad(self, node: exp.Pad) -> tuple[str, SqlType]:
         """``lpad``/``rpad(s, n[, pad])``: ``s`` cut to ``n`` code points, or padded to them by
