@@ -108,12 +108,11 @@ def _run(args: argparse.Namespace) -> int:
         for status in project.status():
             print(status.summary())
     elif args.command == "check":
-        from ivm_assets.engine.oracle import check_view
+        from ivm_assets.engine.oracle import check_views
 
         failed = 0
-        for view in args.views or project.order:
-            result = check_view(project, view)
-            print(f"{view}: {'OK' if result.ok else f'MISMATCH ({result.missing} missing, {result.extra} extra rows)'}")
+        for result in check_views(project, args.views or project.order):
+            print(f"{result.view}: {'OK' if result.ok else f'MISMATCH ({result.missing} missing, {result.extra} extra rows)'}")
             failed += not result.ok
         return 1 if failed else 0
     return 0

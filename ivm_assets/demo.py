@@ -165,7 +165,7 @@ def apply_demo_changes(folder: str | Path, *, seed: int = 1, new_orders: int = 2
 
 def run_demo(folder: str) -> int:
     """Build, change, refresh, verify; print what happened. Returns the exit status."""
-    from ivm_assets.engine.oracle import check_view
+    from ivm_assets.engine.oracle import check_views
     from ivm_assets.project import IvmProject
 
     root = create_demo_project(folder)
@@ -181,10 +181,9 @@ def run_demo(folder: str) -> int:
         print("  " + result.summary())
     print("\n== checking every view against a recompute of its SQL ==")
     bad = 0
-    for view in project.order:
-        result = check_view(project, view)
+    for result in check_views(project, project.order):
         bad += not result.ok
-        print(f"  {view}: {'equal' if result.ok else f'DIFFERENT ({result.missing} missing, {result.extra} extra)'}")
+        print(f"  {result.view}: {'equal' if result.ok else f'DIFFERENT ({result.missing} missing, {result.extra} extra)'}")
     print("\n" + project.explain("revenue_by_region_day"))
     print(f"\nNext: `ivm status --project {folder}`, `ivm explain VIEW --project {folder}`, edit sources and `ivm refresh --project {folder}`.")
     return 1 if bad else 0

@@ -111,6 +111,13 @@ def read_changes(uri: str, *, after: int, upto: int, columns: list[str] | None =
     return table.select(data_columns).append_column(WEIGHT, weights)
 
 
+def read_arrow(uri: str, version: int | None = None) -> pa.Table:
+    """The table's rows at ``version`` (the latest when None) read by delta-rs into the driver,
+    normalized: for small tables only."""
+    with storage_errors.failures(uri):
+        return normalize_table(_read_all(open_table(uri, version).scan()))
+
+
 def read_small(uri: str) -> pa.Table:
     """A small table (progress records) read whole by delta-rs, without Spark."""
     return _read_all(open_table(uri).scan())
