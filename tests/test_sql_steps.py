@@ -63,7 +63,7 @@ import pyarrow as pa
 import pytest
 import yaml
 
-from tests.conftest import assert_oracle, output_rows
+from tests.conftest import assert_oracle
 from tests.operators.harness import epochs_alternating
 
 # IVM_STEP_FIXTURES points the runner at another folder of fixtures (to try one out).
@@ -244,6 +244,14 @@ def _moved(result) -> bool:
     return any(a != b for a, b in result.source_versions.values())
 
 
+def _output_rows(project, view: str) -> list[tuple]:
+    """The view's output as tuples, read by delta-rs (the fixtures' types need no Spark)."""
+    from ivm_assets.delta.read import read_arrow
+
+    table = read_arrow(project.location(view).output)
+    return list(zip(*(table.column(n).to_pylist() for n in table.column_names))) if table.num_rows else []
+
+
 def _check(run: FileRun, results, expect: dict | None, modes: dict[str, str], default_mode: str, *, rebuilt: bool = False) -> None:
     """Modes, contents and the oracle (of every view when the step ``rebuilt`` them);
     every problem found is reported in one failure."""
@@ -259,7 +267,7 @@ def _check(run: FileRun, results, expect: dict | None, modes: dict[str, str], de
         if result.mode != want:
             problems.append(f"{view}: refresh mode {result.mode!r} ({result.reason}), expected {want!r}")
     for view, rows in (expect or {}).items():
-        actual = normalized_bag(output_rows(project, view))
+        actual = normalized_bag(_output_rows(project, view))
         expected = normalized_bag(tuple(r) for r in rows)
         if actual != expected:
             problems.append(f"{view}: contents differ\n    actual:   {actual}\n    expected: {expected}")
