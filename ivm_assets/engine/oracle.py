@@ -102,8 +102,10 @@ def _compare(view: str, expected: DataFrame, output: str, version: int, sample_s
     rows = row_count(output, version)
     if rows is not None and rows <= DRIVER_ROWS and all(_atomic(f.dataType) for f in expected.schema.fields):
         recomputed = expected.limit(DRIVER_ROWS + 1).toArrow()
-        if recomputed.num_rows <= DRIVER_ROWS:
-            return _compare_on_driver(view, recomputed, read_arrow(output, version), sample_size)
+        actual = read_arrow(output, version)
+        same_types = all(actual.schema.field(n).type == recomputed.schema.field(n).type for n in recomputed.column_names)
+        if recomputed.num_rows <= DRIVER_ROWS and same_types:
+            return _compare_on_driver(view, recomputed, actual, sample_size)
     return _compare_in_spark(view, expected, read_snapshot(expected.sparkSession, output, version=version), sample_size)
 
 
@@ -123,8 +125,19 @@ def _compare_on_driver(view: str, expected: pa.Table, actual: pa.Table, sample_s
 
 
 def _bag(table: pa.Table, names: list[str]) -> Counter:
-    columns = [[_comparable_value(v) for v in table.column(n).to_pylist()] for n in names]
+    columns = [[_comparable_value(v) for v in _python_values(table.column(n))] for n in names]
     return Counter(zip(*columns)) if columns else Counter({(): table.num_rows})
+
+
+def _python_values(column: pa.ChunkedArray) -> list:
+    """The column's values as Python objects; dates and times as their integer count of days
+    or time units, which a Spark date or timestamp outside Python's years 1–9999 has too."""
+    kind = column.type
+    if pa.types.is_date32(kind):
+        column = column.cast(pa.int32())
+    elif pa.types.is_timestamp(kind) or pa.types.is_date64(kind) or pa.types.is_time(kind) or pa.types.is_duration(kind):
+        column = column.cast(pa.int64())
+    return column.to_pylist()
 
 
 _NAN = float("nan")  # one object: NaN equals only itself, and a bag must count NaN rows as one key
