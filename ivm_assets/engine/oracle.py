@@ -103,7 +103,9 @@ def _compare(view: str, expected: DataFrame, output: str, version: int, sample_s
     if rows is not None and rows <= DRIVER_ROWS and all(_atomic(f.dataType) for f in expected.schema.fields):
         recomputed = expected.limit(DRIVER_ROWS + 1).toArrow()
         actual = read_arrow(output, version)
-        same_types = all(actual.schema.field(n).type == recomputed.schema.field(n).type for n in recomputed.column_names)
+        same_types = all(
+            n in actual.column_names and actual.schema.field(n).type == recomputed.schema.field(n).type for n in recomputed.column_names
+        )  # else Spark compares (and names a missing column)
         if recomputed.num_rows <= DRIVER_ROWS and same_types:
             return _compare_on_driver(view, recomputed, actual, sample_size)
     return _compare_in_spark(view, expected, read_snapshot(expected.sparkSession, output, version=version), sample_size)
