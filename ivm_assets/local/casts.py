@@ -44,6 +44,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from ivm_assets.decimal_rules import MAX_PRECISION
+from ivm_assets.duckdb_names import string_literal
 from ivm_assets.local.sql_types import BOOL, DOUBLE, SqlType, duckdb_type, widens_exactly
 from ivm_assets.local.untranslatable import Untranslatable
 
@@ -86,8 +87,7 @@ def _target(to: exp.DataType, what: str) -> SqlType:
 def _if(condition: str, then: str, otherwise: str, x: str) -> str:
     """``then`` where ``condition`` holds, NULL where ``x`` is NULL, else an error saying
     ``otherwise``: the epoch then runs in Spark, which decides."""
-    message = otherwise.replace("'", "''")
-    return f"(CASE WHEN {x} IS NULL THEN NULL WHEN {condition} THEN {then} ELSE error('{message}') END)"
+    return f"(CASE WHEN {x} IS NULL THEN NULL WHEN {condition} THEN {then} ELSE error({string_literal(otherwise)}) END)"
 
 
 def _listed(words: tuple[str, ...]) -> str:

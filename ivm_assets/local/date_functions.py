@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from ivm_assets.duckdb_names import string_literal
 from ivm_assets.local.sql_types import SqlType
 from ivm_assets.local.untranslatable import Untranslatable
 
@@ -168,10 +169,10 @@ class DateFunctions:
         (Spark writes a sign before a fifth digit)."""
         if len(args) != 2 or not (isinstance(args[1], exp.Literal) and args[1].is_string):
             raise Untranslatable("DATE_FORMAT with a pattern other than a string literal")
-        form = strftime_pattern(args[1].this).replace("'", "''")
+        form = string_literal(strftime_pattern(args[1].this))
         ts = self._instant(args[0], "DATE_FORMAT")
         guard = "error('DATE_FORMAT of a year outside 1-9999 (Spark decides)')"
-        return f"(CASE WHEN {ts} IS NULL THEN NULL WHEN year({ts}) BETWEEN 1 AND 9999 THEN strftime({ts}, '{form}') ELSE {guard} END)", SqlType("string")
+        return f"(CASE WHEN {ts} IS NULL THEN NULL WHEN year({ts}) BETWEEN 1 AND 9999 THEN strftime({ts}, {form}) ELSE {guard} END)", SqlType("string")
 
     def visit_TimestampTrunc(self, node: exp.TimestampTrunc) -> tuple[str, SqlType]:
         """``date_trunc(unit, x)``: a TIMESTAMP (:meth:`_instant`), truncated in the session zone."""

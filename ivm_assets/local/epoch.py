@@ -31,7 +31,7 @@ import duckdb
 import pyarrow as pa
 
 from ivm_assets.delta.snapshot import arrow_schema
-from ivm_assets.duckdb_names import q
+from ivm_assets.duckdb_names import q, string_literal
 from ivm_assets.errors import InexactAggregate
 from ivm_assets.local.aggregate import AggregateVisits
 from ivm_assets.local.columns import check_key_types, split_null_keys
@@ -70,7 +70,7 @@ def _in_zone(con: duckdb.DuckDBPyConnection, zone: str) -> duckdb.DuckDBPyConnec
     """``con`` set to Spark's session time zone: DuckDB's defaults to the host's, and a
     TIMESTAMP compared or cast beside a TIMESTAMP WITH TIME ZONE is read in it."""
     if getattr(_local, "zone", None) != zone:
-        con.execute("SET TimeZone = '" + zone.replace("'", "''") + "'").fetchall()
+        con.execute("SET TimeZone = " + string_literal(zone)).fetchall()
         _local.zone = zone
     return con
 

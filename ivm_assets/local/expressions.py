@@ -57,7 +57,7 @@ from sqlglot import exp, parse_one
 from sqlglot.errors import ParseError
 
 from ivm_assets.decimal_rules import MAX_PRECISION, divide_type
-from ivm_assets.duckdb_names import q
+from ivm_assets.duckdb_names import q, string_literal
 from ivm_assets.local.casts import Casts
 from ivm_assets.local.date_functions import DateFunctions
 from ivm_assets.local import division, number_functions
@@ -123,7 +123,7 @@ class _Translator(TextFunctions, RegexFunctions, DateFunctions, NumberFunctions,
         if node.is_string:
             if "\\" in text:
                 raise Untranslatable("a string literal with a backslash (escapes differ)")
-            return "'" + text.replace("'", "''") + "'", SqlType("string")
+            return string_literal(text), SqlType("string")
         if re.fullmatch(r"\d+", text):
             if int(text) < 2**63:
                 digits = 10 if int(text) < 2**31 else 20
@@ -274,7 +274,7 @@ class _Translator(TextFunctions, RegexFunctions, DateFunctions, NumberFunctions,
         if not (isinstance(pattern, exp.Literal) and pattern.is_string):
             raise Untranslatable("LIKE with a pattern that is not a plain literal")
         x, _ = self._operand(node.this, "string", "LIKE")
-        like = f"({x} LIKE '{_like_pattern(pattern.this, escape)}' ESCAPE '\\')"
+        like = f"({x} LIKE {_like_pattern(pattern.this, escape)} ESCAPE '\\')"
         return (f"(NOT {like})" if node.args.get("negate") else like), BOOL
 
     def visit_Escape(self, node: exp.Escape) -> tuple[str, SqlType]:
@@ -337,8 +337,8 @@ class _Translator(TextFunctions, RegexFunctions, DateFunctions, NumberFunctions,
 
 
 def _like_pattern(pattern: str, escape: str) -> str:
-    """``pattern`` (a LIKE pattern escaped by ``escape``, as Spark reads it) as a DuckDB SQL
-    string body escaped by backslash: the escape before ``%``, ``_`` or itself makes that
+    """``pattern`` (a LIKE pattern escaped by ``escape``, as Spark reads it) as a DuckDB string
+    literal escaped by backslash: the escape before ``%``, ``_`` or itself makes that
     character literal; before anything else, or last, Spark raises: refused."""
     out, i = [], 0
     while i < len(pattern):
@@ -352,7 +352,7 @@ def _like_pattern(pattern: str, escape: str) -> str:
             continue
         out.append("\\\\" if c == "\\" else c)
         i += 1
-    return "".join(out).replace("'", "''")
+    return string_literal("".join(out))
 
 
 @lru_cache(maxsize=4096)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import duckdb
 from sqlglot import exp
 
+from ivm_assets.duckdb_names import string_literal
 from ivm_assets.local.sql_types import BOOL, SqlType
 from ivm_assets.local.untranslatable import Untranslatable
 
@@ -146,10 +147,6 @@ def _matches_empty(pattern: str) -> bool:
             raise Untranslatable(f"the regular expression {pattern}: RE2 rejects it ({exc})") from None
 
 
-def _sql_string(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
 class RegexFunctions:
     """Visits of ``rlike``/``regexp``, ``regexp_extract`` and ``regexp_replace`` with literal
     patterns, taken by the translator of :mod:`ivm_assets.local.expressions`."""
@@ -157,7 +154,7 @@ class RegexFunctions:
     def _pattern(self, node: exp.Expression, what: str, *, dollar: bool) -> str:
         if not (isinstance(node, exp.Literal) and node.is_string):
             raise Untranslatable(f"{what} with a pattern other than a string literal ({node.sql('spark')})")
-        return _sql_string(re2_pattern(node.this, dollar=dollar))
+        return string_literal(re2_pattern(node.this, dollar=dollar))
 
     def visit_RegexpLike(self, node: exp.RegexpLike) -> tuple[str, SqlType]:
         """``s RLIKE p``: whether ``p`` matches anywhere in ``s`` (Java's ``find``)."""
@@ -202,4 +199,4 @@ class RegexFunctions:
         # can match empty anywhere matches the empty string.
         if _matches_empty(pattern):
             raise Untranslatable(f"REGEXP_REPLACE with a pattern that matches the empty string ({node.sql('spark')})")
-        return f"regexp_replace({x}, {pattern}, {_sql_string(replacement.this)}, 'g')", _STRING
+        return f"regexp_replace({x}, {pattern}, {string_literal(replacement.this)}, 'g')", _STRING

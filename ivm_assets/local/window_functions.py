@@ -27,6 +27,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from ivm_assets.decimal_rules import average_type, sum_type
+from ivm_assets.duckdb_names import string_literal
 from ivm_assets.local.division import decimal_divide
 from ivm_assets.local.sql_types import DOUBLE, VALUE_FAMILIES, SqlType, duckdb_type
 from ivm_assets.local.untranslatable import Untranslatable
@@ -135,8 +136,8 @@ def _average(window, x: str, xt: SqlType, what: str) -> tuple[str, SqlType]:
     if xt.integer:
         exact = f"{window(f'sum(abs(CAST({x} AS HUGEINT)))')} < {2**53}"
         quotient = f"CAST({window(f'sum({x})')} AS DOUBLE) / CAST({count} AS DOUBLE)"
-        message = f"{what}: a sum of integers that DOUBLE may not hold exactly (Spark decides)".replace("'", "''")
-        return f"(CASE WHEN {count} = 0 THEN NULL WHEN {exact} THEN {quotient} ELSE error('{message}') END)", DOUBLE
+        message = string_literal(f"{what}: a sum of integers that DOUBLE may not hold exactly (Spark decides)")
+        return f"(CASE WHEN {count} = 0 THEN NULL WHEN {exact} THEN {quotient} ELSE error({message}) END)", DOUBLE
     if xt.family != "number":
         raise Untranslatable(f"AVG OVER a {xt.family}")
     _window_sum_type(xt)  # the same bound on the running sum as SUM OVER's

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from ivm_assets import decimal_rules
-from ivm_assets.duckdb_names import q
+from ivm_assets.duckdb_names import q, string_literal
 from ivm_assets.local.division import decimal_divide
 from ivm_assets.local.expressions import translate
 from ivm_assets.local.sql_types import SqlType, arrow_type
@@ -55,8 +55,7 @@ def expr(e: rel.Expr, types: dict[str, pa.DataType]) -> str:
     if isinstance(e, rel.Cast):
         return f"CAST({expr(e.value, types)} AS {_spark_type(e.to)[0]})"
     if isinstance(e, rel.Fail):
-        message = e.message.replace("'", "''")
-        return f"(CASE WHEN {expr(e.when, types)} THEN error('{message}') ELSE {expr(e.value, types)} END)"
+        return f"(CASE WHEN {expr(e.when, types)} THEN error({string_literal(e.message)}) ELSE {expr(e.value, types)} END)"
     if isinstance(e, rel.Average):
         # Too wide a quotient raises (ANSI or not): the epoch runs in Spark, which gives its NULL or error.
         return decimal_divide(expr(e.total, types), expr(e.count, types), e.precision, e.scale)
