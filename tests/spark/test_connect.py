@@ -100,10 +100,18 @@ def test_a_server_a_refresh_started_stops_when_no_client_is_left(tmp_path):
     folder, port, connected = tmp_path / "connect", free_port(), tmp_path / "connected"
     # The client imports pyspark before the server starts, then connects as soon as it is
     # up: a client slower than the idle timeout to connect (a loaded machine) would find the
-    # server already stopped.
+    # server already stopped. It waits for the port to listen before its first gRPC call: a
+    # call made earlier enters the client's retry backoff (up to a minute between tries),
+    # long past the idle timeout (CI saw this once).
     client = subprocess.Popen([
         sys.executable, "-c",
-        "import pathlib, time\nfrom pyspark.sql import SparkSession\n"
+        "import pathlib, socket, time\nfrom pyspark.sql import SparkSession\n"
+        "for _ in range(1200):\n"
+        "    try:\n"
+        f"        socket.create_connection(('127.0.0.1', {port}), timeout=1).close()\n"
+        "        break\n"
+        "    except OSError:\n"
+        "        time.sleep(0.1)\n"
         "for _ in range(240):\n"
         "    try:\n"
         f"        SparkSession.builder.remote('sc://127.0.0.1:{port}').getOrCreate().range(3).count()\n"
