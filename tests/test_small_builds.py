@@ -1,7 +1,8 @@
-"""Small builds: a full epoch over few source rows (``IVM_SMALL_BUILD_ROWS``) computes in one
-Spark partition and writes its state and output from the driver; a larger one (or with the
-setting at 0) has the executors write them. Both give the recompute's answer; that both
-leave the same state is checked by tests/test_state_parity.py."""
+"""Small builds: a full epoch over few source rows (``IVM_SMALL_BUILD_ROWS``) runs in process
+as an epoch from empty state where every rule translates, else in one Spark partition, and
+writes its state and output from the driver; a larger one (or with the setting at 0) has the
+executors write them. All give the recompute's answer; that they leave the same state is
+checked by tests/test_state_parity.py."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pyarrow as pa
 import pytest
 
 from ivm_assets.delta.write import delete_rows, write
+from ivm_assets.local import epoch as local_epoch
 from ivm_assets.errors import ChangeTooLarge, IvmError
 from ivm_assets.settings import SMALL_BUILD_ROWS_ENV, SMALL_EPOCHS_ENV, current
 from tests.conftest import assert_oracle, output_rows
@@ -70,8 +72,10 @@ def _driver_results_at_most(spark, size: str):
 def test_a_small_build_whose_join_multiplies_its_rows_past_the_driver_bound_is_written_by_the_executors(builder, monkeypatch):
     """45 source rows, but the self-join's output is 320 rows of 200 characters (64 KB): more
     than the driver may collect (16 KiB here). The build repeats as a large one, the join's
-    state, already committed by the first attempt, kept; a view Spark recomputes does the same."""
+    state, already committed by the first attempt, kept; a view Spark recomputes does the same.
+    (The build of ``pairs`` runs in Spark here; in process, see the next test.)"""
     monkeypatch.setenv(SMALL_BUILD_ROWS_ENV, "45")
+    monkeypatch.setenv(SMALL_EPOCHS_ENV, "spark")
     pad = "repeat('x', 200)"
     builder.view("pairs", f"SELECT a.id AS a, b.id AS b, {pad} AS pad FROM orders a JOIN orders b ON a.cust = b.cust")
     # LIMIT without ORDER BY is recomputed; this one keeps every row.
@@ -87,6 +91,21 @@ def test_a_small_build_whose_join_multiplies_its_rows_past_the_driver_bound_is_w
     assert_oracle(project)
     write(builder.uri("orders"), pa.table({"id": pa.array([41], pa.int64()), "cust": pa.array([3], pa.int64()), "amount": pa.array([7], pa.int64())}), mode="append")
     assert {r.view: r.mode for r in project.refresh()}["pairs"] == "incremental"
+    assert_oracle(project)
+
+
+def test_a_small_build_whose_join_multiplies_its_rows_past_the_in_process_bound_runs_in_spark(builder, monkeypatch):
+    """A small build runs in process, as an epoch from empty state, when every rule
+    translates; one whose join computes more rows than the driver holds in process
+    (``LOCAL_CHANGE_ROWS``, 100 here: the self-join makes 320) runs in Spark, saying why."""
+    monkeypatch.setenv(SMALL_BUILD_ROWS_ENV, "45")
+    monkeypatch.setattr(local_epoch, "LOCAL_CHANGE_ROWS", 100)
+    builder.view("pairs", "SELECT a.id AS a, b.id AS b FROM orders a JOIN orders b ON a.cust = b.cust")
+    project = _project(builder)
+    built = {r.view: r for r in project.refresh()}
+    assert built["sales"].engine == "in process" and built["sales"].stats["small_build_rows"] == 45
+    assert built["pairs"].engine.startswith("spark: operator ") and "computed 320 rows (in process up to 100)" in built["pairs"].engine
+    assert built["pairs"].stats["rows_out"] == 320 and "epochs_in_process" not in built["pairs"].stats
     assert_oracle(project)
 
 

@@ -2,7 +2,8 @@
 side by side, every epoch in Spark in one project and in process (where it can) in the other,
 and after each step every state table of every view holds the same current content in both.
 The Spark project's first builds are written by the executors, the other's are small builds
-(collected to the driver and written by delta-rs): both ways of building state meet too.
+(computed in process where they can, and written by delta-rs): both ways of building state
+meet too, down to the layout each table records (how its keys are bucketed).
 
 Run with ``IVM_STATE_PARITY=all`` for every fixture (the suite runs the ones in COMPARED).
 The oracle checks each engine's output; this checks what the next epoch will read, so a rule
@@ -60,7 +61,9 @@ def _comparable(value):
     return value
 
 
-def _states(run: FileRun) -> dict[str, tuple[pa.Schema | None, list[tuple]]]:
+def _states(run: FileRun) -> dict[str, tuple[pa.Schema | None, str | None, list[tuple]]]:
+    """Per state table: its types, its recorded layout (how its keys are bucketed) and its
+    current rows."""
     project = run.project
     found = {}
     for name, view in project.compile().items():
@@ -69,7 +72,8 @@ def _states(run: FileRun) -> dict[str, tuple[pa.Schema | None, list[tuple]]]:
             for table in op.state_tables:
                 uri = table.uri(root)
                 schema = arrow_schema(uri) if is_delta_table(uri) else None
-                found[f"{name}/{table.table_name}"] = (schema, _current(uri, table.layout_kind, table.keys))
+                layout = (table.head_layout(root) or (None, None))[1]
+                found[f"{name}/{table.table_name}"] = (schema, layout and layout.to_json(), _current(uri, table.layout_kind, table.keys))
     return found
 
 
@@ -120,9 +124,15 @@ def test_both_engines_leave_the_same_state(path: Path, tmp_path, spark, monkeypa
         _refresh(twin, "spark", monkeypatch)
         spark_state, local_state = _states(twin), _states(local)
         problems = [
-            f"{table}: {'types' if spark_state[table][0] != local_state.get(table, (None,))[0] else 'rows'} differ\n"
+            f"{table}: {_what_differs(spark_state[table], local_state.get(table))} differ\n"
             f"    in Spark:   {spark_state[table]}\n    in process: {local_state.get(table)}"
             for table in spark_state
             if spark_state[table] != local_state.get(table)
         ]
         assert not problems, f"after step {index + 1} ({step.get('name')}; in process: {ran}):\n" + "\n".join(problems)
+
+
+def _what_differs(spark: tuple, local: tuple | None) -> str:
+    if local is None:
+        return "tables"
+    return next(what for what, a, b in zip(("types", "layouts", "rows"), spark, local) if a != b)

@@ -23,6 +23,7 @@ from ivm_assets import decimal_rules, settings
 from ivm_assets.delta import storage_errors
 from ivm_assets.delta.commit import Epoch, holds_epoch
 from ivm_assets.delta.handles import latest_version
+from ivm_assets.delta.read import read_arrow
 from ivm_assets.delta.snapshot import row_count
 from ivm_assets.engine import changes as cdc
 from ivm_assets.engine import output
@@ -45,7 +46,7 @@ def execute(
     spark: SparkSession, view: CompiledView, where: ViewLocation, relations: dict[str, str], record: EpochRecord, buckets: int
 ) -> tuple[dict, str | None]:
     """Run the epoch ``record`` planned: its statistics, and where it ran ("in process", or
-    Spark and why; None for a full epoch)."""
+    Spark and why; None for a full epoch that is not a small build)."""
     epoch = Epoch(f"ivm:{view.name}", record.epoch, {"ivm.view": view.name, "ivm.mode": record.mode})
     notes: dict[str, str] = {}
     try:
@@ -185,7 +186,12 @@ def _run_epoch(
         return stats  # no source change reaches the view: no state or output to touch
     if large:
         notes["engine"] = f"spark: the change of {', '.join(sorted(large))} is read by the executors"
-    computed = _in_process(ctx, view, tables, notes) if not full and not large else None
+    if small_build:
+        # A small build is an epoch from empty state whose change is every source row: in
+        # process, the same rules as a small incremental epoch's (state reads find nothing,
+        # and each state table and the output are written anew).
+        tables = {name: _snapshot(relations[name], s["to"], cdc.used_columns(view.root, name)) for name, s in sources.items()}
+    computed = _in_process(ctx, view, tables, notes) if (small_build or not full) and not large else None
     if computed is not None:
         _commit(ctx, view, where, record, epoch, stats, computed, None, at_once=True)
         return stats
@@ -229,7 +235,9 @@ def _commit(
             if rows is not None:
                 stats["rows_out"] = rows
             return
-        if computed is None:
+        if computed is not None and ctx.full:
+            stats["rows_written"] = stats["rows_out"] = output.overwrite_expanded(where.output, computed.table, epoch, after=after)
+        elif computed is None:
             stats["rows_written"] = stats["rows_out"] = output.overwrite(
                 where.output, output.expand(shaped, view.schema.names), view.schema, epoch, after=after, few=ctx.small_build
             )
@@ -262,10 +270,20 @@ def _commit(
 COMMIT_THREADS = 4
 
 
+def _snapshot(uri: str, version: int, columns: tuple[str, ...] | None) -> pa.Table:
+    """A small source's rows at ``version`` (``columns``; all when None) as a change set of
+    insertions (weight +1), read by delta-rs: a small build's input in process."""
+    rows = read_arrow(uri, version)
+    if columns is not None:
+        rows = rows.select(list(columns))
+    return rows.append_column(WEIGHT, pa.array([1] * rows.num_rows, pa.int64()))
+
+
 def _in_process(ctx: EpochContext, view: CompiledView, tables: dict[str, pa.Table], notes: dict[str, str]) -> Batch | None:
-    """The output change of a small incremental epoch computed in process
-    (:mod:`ivm_assets.local.epoch`), its state commits queued; None, with the reason in
-    ``notes["engine"]``, when the epoch must run in Spark (nothing was committed)."""
+    """The output change of a small epoch computed in process (:mod:`ivm_assets.local.epoch`;
+    an incremental one, or a small build: every row inserted into empty state), its state
+    commits queued; None, with the reason in ``notes["engine"]``, when the epoch must run
+    in Spark (nothing was committed)."""
     if settings.current().small_epochs == "spark":
         notes["engine"] = "spark: IVM_SMALL_EPOCHS=spark"
         return None

@@ -9,6 +9,7 @@ small output that computation runs with Arrow on the driver; otherwise Spark doe
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame
@@ -49,6 +50,15 @@ def overwrite(uri: str, rows: DataFrame, schema: T.StructType, epoch: Epoch, *, 
     build). Returns the row count written."""
     rows = rows.select(*[col(n) for n in schema.names])
     return overwrite_epoch(uri, rows, epoch=epoch, after=after, change_feed=True, few=few)
+
+
+def overwrite_expanded(uri: str, rows: pa.Table, epoch: Epoch, *, after: int | None) -> int:
+    """Replace the output with ``rows`` (the full result computed in process: the view's
+    columns and a positive ``__w``), each row written ``__w`` times, right after version
+    ``after`` (None: create it). Returns the row count written."""
+    rows = rows.filter(pc.greater(rows.column(WEIGHT), 0))  # as expand() keeps them
+    expanded = rows.drop_columns([WEIGHT]).take(np.repeat(np.arange(rows.num_rows), rows.column(WEIGHT).to_numpy()))
+    return overwrite_epoch(uri, expanded, epoch=epoch, after=after, change_feed=True)
 
 
 def apply_change(uri: str, change: Batch, schema: T.StructType, epoch: Epoch, *, output_version: int) -> None:

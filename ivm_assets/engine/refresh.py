@@ -59,7 +59,8 @@ class RefreshResult:
     stats: dict[str, int] = field(default_factory=dict)
     # The cost model's estimate before the epoch (None when the mode was forced otherwise).
     cost: str | None = None
-    # Where an incremental epoch ran: "in process" (DuckDB), or "spark: <why not in process>".
+    # Where the epoch ran: "in process" (DuckDB), or "spark: <why not in process>"; None for
+    # a full epoch that is not a small build (Spark's executors compute and write it).
     engine: str | None = None
 
     def summary(self) -> str:

@@ -8,23 +8,38 @@ import pyarrow.compute as pc
 
 from ivm_assets.local.sql_types import arrow_type, common_type
 from ivm_assets.local.untranslatable import Untranslatable
+from ivm_assets.spark.arrow import spark_type
+from ivm_assets.state.layout import hash_type
 
 
-def cast_columns(table: pa.Table, schema: pa.Schema, names: list[str]) -> pa.Table:
+def cast_columns(table: pa.Table, schema: pa.Schema | None, names: list[str]) -> pa.Table:
     """``table``'s ``names`` typed as the state table's columns of those names (a value that
-    does not fit is Spark's overflow: the epoch goes to Spark, which reports it)."""
+    does not fit is Spark's overflow: the epoch goes to Spark, which reports it); as they
+    are when ``schema`` is None (a full epoch makes the table)."""
+    if schema is None:
+        return table.select(names)
     try:
         return table.select(names).cast(pa.schema([schema.field(n) for n in names]))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
         raise Untranslatable(f"a value does not fit its state column ({exc})") from exc
 
 
-def check_key_types(left: pa.Table, right: pa.Table, pairs, what: str) -> None:
+def check_key_types(left: pa.Table, right: pa.Table, pairs, what: str, *, full: bool = False) -> None:
     """Refuse (:class:`Untranslatable`) key pairs (left column, right column) whose values
     are not of one family: Spark compares those through implicit casts DuckDB does not
-    mirror. ``what`` names the pairs in the message."""
+    mirror. ``what`` names the pairs in the message.
+
+    In a ``full`` epoch (a small build, which lays out the state tables) also pairs that
+    Spark hashes as their pair's common type (an INT beside a DECIMAL: as DOUBLE) while each
+    side alone would be hashed otherwise (the INT as BIGINT): each side's table is laid out
+    by its own type (``local.epoch.own_hashes``), and Spark's build uses the pair's."""
     for a, b in pairs:
-        common_type([arrow_type(left.schema.field(a).type), arrow_type(right.schema.field(b).type)], f"{what} {a} = {b}")
+        lt, rt = left.schema.field(a).type, right.schema.field(b).type
+        common_type([arrow_type(lt), arrow_type(rt)], f"{what} {a} = {b}")
+        if full:
+            ls, rs = spark_type(lt), spark_type(rt)
+            if not hash_type(ls, rs) == hash_type(ls) == hash_type(rs):
+                raise Untranslatable(f"{what} {a} = {b} is typed {ls.simpleString()} and {rs.simpleString()}: Spark lays out its state")
 
 
 def split_null_keys(table: pa.Table, keys: tuple[str, ...]) -> tuple[pa.Table, pa.Table]:

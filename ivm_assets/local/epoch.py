@@ -43,16 +43,18 @@ from ivm_assets.local.untranslatable import Untranslatable
 from ivm_assets.operators.base import Batch, EpochContext, Operator
 from ivm_assets.operators.join import JoinOp
 from ivm_assets.operators.linear import FilterOp, ProjectOp, ScanOp, UnionAllOp
-from ivm_assets.spark.arrow import normalize_table
+from ivm_assets.spark.arrow import normalize_table, spark_type
+from ivm_assets.sql.incrementalize import operators
 from ivm_assets.state import consolidate
 from ivm_assets.state.arrangement import StateTable
-from ivm_assets.state.layout import UNHASHED, StateLayout
+from ivm_assets.state.layout import UNHASHED, StateLayout, hash_names, hash_type
 from ivm_assets.zset import BUCKET, WEIGHT
 
 __all__ = ["LOCAL_CHANGE_ROWS", "LocalEpoch", "Untranslatable"]
 
-# An epoch whose sources changed by more rows than this runs in Spark, which spreads it over
-# the executors; below it, the driver holds every change and state row the epoch touches.
+# An epoch whose sources changed by more rows than this, or one of whose operators computes
+# a larger change, runs in Spark, which spreads it over the executors; below it, the driver
+# holds every change and state row the epoch touches.
 LOCAL_CHANGE_ROWS = 200_000
 
 _local = threading.local()
@@ -92,6 +94,8 @@ class LocalEpoch(RuleVisits, AggregateVisits, TopKVisits):
         """The view's output change: ``root``'s change renamed and typed as ``schema`` says,
         consolidated. Queues the state commits in ``ctx.writes`` as Spark's epoch does."""
         change = self.change(root)
+        if self.ctx.full:
+            self._check_every_table_written(root)
         named = change.select([*root.columns, WEIGHT]).rename_columns([*schema.names, WEIGHT])
         # DECIMALs narrowed by DuckDB, which rounds half away from zero as Spark's cast does
         # (an AVG's quotient to the view's type); Arrow's cast refuses to round.
@@ -107,10 +111,24 @@ class LocalEpoch(RuleVisits, AggregateVisits, TopKVisits):
             raise Untranslatable(f"the output change does not fit the view's types ({exc})") from exc
         return self.consolidate(typed, tuple(schema.names))
 
+    def _check_every_table_written(self, root: Operator) -> None:
+        """A full epoch replaces every state table; a rule that wrote nothing to one (no row
+        reached it, and its visit returned early) would leave the last build's rows there
+        for the next epoch to read. Spark's build writes them empty."""
+        written = {append.table.table_name for append in self.ctx.writes}
+        missing = sorted({t.table_name for op in operators(root) for t in op.state_tables} - written)
+        if missing:
+            raise Untranslatable(f"no row of this build reaches state table {', '.join(missing)} (Spark writes it empty)")
+
     def change(self, op: Operator) -> pa.Table:
         """``op``'s change set this epoch (computed once per operator)."""
         if op.id not in self._done:
-            self._done[op.id] = normalize_table(getattr(self, f"visit_{type(op).__name__}")(op))
+            change = normalize_table(getattr(self, f"visit_{type(op).__name__}")(op))
+            if change.num_rows > LOCAL_CHANGE_ROWS:
+                # A join that multiplies its rows (in a small build, a self-join of a few
+                # thousand rows): Spark spreads such a change over its executors.
+                raise Untranslatable(f"operator {op.id} ({type(op).__name__}) computed {change.num_rows} rows (in process up to {LOCAL_CHANGE_ROWS})")
+            self._done[op.id] = change
         return self._done[op.id]
 
     def sql(self, query: str, **tables: pa.Table) -> pa.Table:
@@ -156,7 +174,7 @@ class LocalEpoch(RuleVisits, AggregateVisits, TopKVisits):
             change, _ = split_null_keys(self.consolidate(self.change(child), child.columns), keys)
             sides.append(change.append_column(BUCKET, self._buckets(change, keys, self._hashes(table))))
         dl, dr = sides
-        check_key_types(dl, dr, zip(op.left_keys, op.right_keys), "the join key")
+        check_key_types(dl, dr, zip(op.left_keys, op.right_keys), "the join key", full=self.ctx.full)
         tables = {"dl": dl.drop_columns([BUCKET]), "dr": dr.drop_columns([BUCKET])}
         present = {name for name, t in (("dl", dl), ("dr", dr)) if t.num_rows}
         # Each state is read for the keys of the other side's change.
@@ -182,12 +200,17 @@ class LocalEpoch(RuleVisits, AggregateVisits, TopKVisits):
             raise Untranslatable(f"state table {table.table_name} has no recorded layout yet")
         return recorded
 
-    def _hashes(self, table: StateTable) -> tuple[str, ...]:
-        """How each key enters the bucket hash, as the table recorded it."""
+    def _hashes(self, table: StateTable) -> tuple[str, ...] | None:
+        """How each key enters the bucket hash, as the table recorded it; None in a full
+        epoch (a small build), which lays every table out anew: each key is then hashed as
+        its own type says (:func:`own_hashes`), as Spark's build does."""
+        if self.ctx.full:
+            return None
         return StateLayout.from_json(self._layout(table)).hashes
 
-    def _buckets(self, table: pa.Table, keys: tuple[str, ...], hashes: tuple[str, ...]) -> pa.Array:
+    def _buckets(self, table: pa.Table, keys: tuple[str, ...], hashes: tuple[str, ...] | None) -> pa.Array:
         """``pmod(hash(keys), buckets)`` per row, as :func:`~ivm_assets.state.layout.with_bucket`."""
+        hashes = own_hashes(table, keys) if hashes is None else hashes
         columns = []
         for key, how in zip(keys, hashes):
             if how == "bigint":
@@ -206,7 +229,11 @@ class LocalEpoch(RuleVisits, AggregateVisits, TopKVisits):
             raise Untranslatable(f"a key of type {', '.join(str(c.type) for c in columns)} (hash not mirrored)")
         return found
 
-    def _state_schema(self, table: StateTable) -> pa.Schema:
+    def _state_schema(self, table: StateTable) -> pa.Schema | None:
+        """The stored types of ``table``'s columns; None in a full epoch, whose rows make
+        the table anew, typed as computed."""
+        if self.ctx.full:
+            return None
         version = self.ctx.state_versions.get(table.table_name)
         if version is None:
             raise Untranslatable(f"state table {table.table_name} does not exist yet")
@@ -223,5 +250,15 @@ class LocalEpoch(RuleVisits, AggregateVisits, TopKVisits):
         return current
 
     def _write(self, table: StateTable, rows: pa.Table) -> None:
-        """Queue the append of ``rows`` (with ``__bucket``) to ``table``, hashed as recorded."""
-        table.write(self.ctx, Batch.of_table(self.ctx.spark, rows), StateLayout.from_json(self._layout(table)).types())
+        """Queue the append of ``rows`` (with ``__bucket``) to ``table``, hashed as recorded
+        (as its own types say in a full epoch, which replaces the table)."""
+        hashes = own_hashes(rows, table.keys) if self.ctx.full else StateLayout.from_json(self._layout(table)).hashes
+        table.write(self.ctx, Batch.of_table(self.ctx.spark, rows), StateLayout.types_of(hashes))
+
+
+def own_hashes(table: pa.Table, keys: tuple[str, ...]) -> tuple[str, ...]:
+    """How each key is hashed in a state table a full epoch lays out: as
+    :func:`~ivm_assets.state.layout.hash_type` says for its own (Spark) type. A join's keys
+    are hashed as their pair's types say; the two agree wherever ``check_key_types`` lets a
+    full epoch run in process."""
+    return hash_names([hash_type(spark_type(table.schema.field(k).type)) for k in keys])

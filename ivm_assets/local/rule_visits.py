@@ -53,7 +53,7 @@ class RuleVisits:
             hashes[side] = self._hashes(table)
             changes[side] = changes[side].append_column(BUCKET, self._buckets(changes[side], keys, hashes[side]))
         dl, dr = changes["left"], changes["right"]
-        check_key_types(dl, dr, zip(op.left_keys, op.right_keys), "the join key")
+        check_key_types(dl, dr, zip(op.left_keys, op.right_keys), "the join key", full=self.ctx.full)
         tables = {"dl": dl.drop_columns([BUCKET]), "dr": dr.drop_columns([BUCKET])}
         tables |= {name: null_rows[side] for name, side in nulls.items()}
         present = {name for name, t in (("dl", dl), ("dr", dr)) if t.num_rows}
@@ -78,7 +78,7 @@ class RuleVisits:
         left = self.consolidate(self.change(op.left), op.left.columns)
         right = self.consolidate(self.change(op.right), op.right.columns)
         right = right.append_column(NULL, pc.is_null(right.column(op.c)))
-        check_key_types(left, right, zip(op.left_keys, op.right_keys), "NOT IN's keys")
+        check_key_types(left, right, zip(op.left_keys, op.right_keys), "NOT IN's keys", full=self.ctx.full)
         dl_grouped, dl_no_group = split_null_keys(left, op.left_groups_keys)
         dl_pairs, _ = split_null_keys(dl_grouped, (op.x,))
         dr_grouped, _ = split_null_keys(right, op.right_group_keys)  # a NULL group is no group

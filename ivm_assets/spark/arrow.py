@@ -93,11 +93,16 @@ def spark_schema(schema: pa.Schema) -> T.StructType:
     return from_arrow_schema(normalize_schema(schema))
 
 
-def spark_type_name(arrow_type: pa.DataType) -> str:
-    """The Spark type of an Arrow column, as Spark's ``simpleString`` names it (``decimal(12,2)``)."""
+def spark_type(arrow_type: pa.DataType) -> T.DataType:
+    """The Spark type of an Arrow column, as :func:`to_spark` reads it."""
     from pyspark.sql.pandas.types import from_arrow_type
 
-    return from_arrow_type(_normal_type(arrow_type)).simpleString()
+    return from_arrow_type(_normal_type(arrow_type))
+
+
+def spark_type_name(arrow_type: pa.DataType) -> str:
+    """The Spark type of an Arrow column, as Spark's ``simpleString`` names it (``decimal(12,2)``)."""
+    return spark_type(arrow_type).simpleString()
 
 
 def arrow_schema(schema: T.StructType) -> pa.Schema:

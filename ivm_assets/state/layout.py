@@ -58,8 +58,13 @@ class StateLayout:
 
     def types(self) -> list:
         """The hash types as :func:`with_bucket` takes them."""
+        return self.types_of(self.hashes)
+
+    @staticmethod
+    def types_of(hashes: tuple[str, ...]) -> list:
+        """``hashes`` (as :func:`hash_names` gives them) as :func:`with_bucket` takes them."""
         parsed = {"bigint": T.LongType(), "double": T.DoubleType(), _OWN: None, UNHASHED: UNHASHED}
-        return [parsed[h] for h in self.hashes]
+        return [parsed[h] for h in hashes]
 
     def difference(self, wanted: StateLayout, *, compare_hashes: bool = True) -> str | None:
         """What differs from ``wanted`` in words ("buckets 4 → 16"), or None."""
