@@ -9,7 +9,8 @@ process runs it. A project's own ``spark:`` settings win over ``IVM_SPARK_MASTER
 ``IVM_SPARK_REMOTE``          Spark Connect server to attach to (``sc://…``, or ``local``
                               for the warm local server); unset: local Spark
 ``IVM_SMALL_EPOCHS``          ``auto`` (default: the cost model picks) or ``spark`` (every
-                              epoch in Spark, to compare the two engines or rule one out)
+                              epoch in Spark, small builds too, to compare the two engines
+                              or rule one out)
 ``IVM_SMALL_BUILD_ROWS``      a full build whose sources hold at most this many rows runs
                               as a small one (default 50000; ``0``: never, see
                               :mod:`ivm_assets.engine.execute`)

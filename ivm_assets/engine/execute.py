@@ -186,7 +186,7 @@ def _run_epoch(
         return stats  # no source change reaches the view: no state or output to touch
     if large:
         notes["engine"] = f"spark: the change of {', '.join(sorted(large))} is read by the executors"
-    if small_build:
+    if small_build and settings.current().small_epochs != "spark":
         # A small build is an epoch from empty state whose change is every source row: in
         # process, the same rules as a small incremental epoch's (state reads find nothing,
         # and each state table and the output are written anew).

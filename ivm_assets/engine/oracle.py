@@ -26,6 +26,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from ivm_assets.delta.handles import reusing_handles
 from ivm_assets.delta.read import read_arrow, read_snapshot
 from ivm_assets.delta.snapshot import row_count
 from ivm_assets.errors import RefreshError
@@ -88,13 +89,14 @@ def check_views(project, views: Sequence[str], *, sample_size: int = 5, as_writt
     sql = {v: project.views[v].text for v in views} if as_written else {v: c.sql for v, c in project.compile(list(views)).items()}
     registered: dict[str, int] = {}
     results = []
-    for view in views:
-        for name, source in records[view].payload["sources"].items():
-            if registered.get(name) != source["to"]:
-                read_snapshot(spark, project.relation_uri(name), version=source["to"]).createOrReplaceTempView(name)
-                registered[name] = source["to"]
-        output, version = project.location(view).output, records[view].payload["output_version_after"]
-        results.append(_compare(view, spark.sql(sql[view]), output, version, sample_size))
+    with reusing_handles():  # an output's log is read once, for its row count and its rows
+        for view in views:
+            for name, source in records[view].payload["sources"].items():
+                if registered.get(name) != source["to"]:
+                    read_snapshot(spark, project.relation_uri(name), version=source["to"]).createOrReplaceTempView(name)
+                    registered[name] = source["to"]
+            output, version = project.location(view).output, records[view].payload["output_version_after"]
+            results.append(_compare(view, spark.sql(sql[view]), output, version, sample_size))
     return results
 
 

@@ -27,6 +27,7 @@ from deltalake import DeltaTable
 from ivm_assets.delta import storage_errors
 from ivm_assets.delta.write import delete_rows, write
 from ivm_assets.errors import IvmError, StorageError
+from ivm_assets.settings import SMALL_EPOCHS_ENV
 from ivm_assets.state.progress import Progress
 from tests.conftest import assert_oracle
 from tests.s3.test_object_storage import ORDERS, SALES
@@ -238,9 +239,12 @@ def test_a_change_feed_read_cut_off_is_a_storage_error(s3_project, proxy):
     assert_oracle(project)
 
 
-def test_an_executor_read_cut_off_names_what_it_read(s3_project, proxy):
-    """A first build whose executors cannot read a source's files (the driver reads none of
-    them): the error names the file the executor was reading, not the table being built."""
+@pytest.mark.parametrize("engine", ["spark", "auto"])
+def test_a_build_whose_source_read_is_cut_off_names_what_it_read(s3_project, proxy, monkeypatch, engine):
+    """A first build that cannot read a source's files. In Spark (the executors read them,
+    the driver none): the error names the file the executor was reading, not the table being
+    built. In process (a small build, read by delta-rs on the driver): the source table."""
+    monkeypatch.setenv(SMALL_EPOCHS_ENV, engine)
     p = s3_project
     project = _shop_through(proxy, p)
     proxy.refuse(f"GET /{p.bucket}/sources/orders/part-")
@@ -248,7 +252,8 @@ def test_an_executor_read_cut_off_names_what_it_read(s3_project, proxy):
         project.refresh()
     proxy.refuse()
     _assert_clear(info.value)
-    assert f"{p.base}/sources/orders/part-" in str(info.value) and "warehouse" not in str(info.value), info.value
+    read = f"{p.base}/sources/orders/part-" if engine == "spark" else f"the Delta table {p.base}/sources/orders"
+    assert read in str(info.value) and "warehouse" not in str(info.value), info.value
     [result] = project.refresh()
     assert result.mode == "full", result.summary()
     assert_oracle(project)
