@@ -12,8 +12,8 @@ process runs it. A project's own ``spark:`` settings win over ``IVM_SPARK_MASTER
                               epoch in Spark, small builds too, to compare the two engines
                               or rule one out)
 ``IVM_SMALL_BUILD_ROWS``      a full build whose sources hold at most this many rows runs
-                              as a small one (default 50000; ``0``: never, see
-                              :mod:`ivm_assets.engine.execute`)
+                              as a small one in Spark (default 50000; ``0``: never, nor in
+                              process, see :mod:`ivm_assets.engine.execute`)
 ``IVM_STATE_CACHE_MB``        state row groups kept in memory between refreshes (default: a
                               quarter of the memory this process may use, see
                               :func:`usable_memory`; ``0`` turns the cache off)

@@ -18,7 +18,7 @@ from tests.conftest import ProjectBuilder
 from tests.spark.connect_server import connect_server, free_port  # noqa: F401  (the shared session fixture)
 
 from ivm_assets.cli import run
-from ivm_assets.doctor import check_java, check_placement, check_spark, check_versions, check_warehouse, load_project
+from ivm_assets.doctor import check_java, check_placement, check_spark, check_versions, load_project
 
 BIN = Path(sys.executable).parent
 ORDERS = {"id": [1, 2, 3], "cust": [1, 1, 2], "amount": [10, 20, 30]}

@@ -34,13 +34,16 @@ def _project(builder):
 
 @pytest.mark.parametrize("limit", ["45", "44", "0"])
 def test_a_build_is_small_up_to_the_limit_and_gives_the_recompute(builder, monkeypatch, limit):
-    """45 source rows (40 orders, 5 customers): small up to a limit of 45, not at 44 or 0 (off)."""
+    """45 source rows (40 orders, 5 customers): small up to a limit of 45, not at 44 or 0 (off).
+    Every build but those with the setting at 0 runs in process (up to LOCAL_CHANGE_ROWS source
+    rows, whatever the limit): ``sales``' rules translate, and ``ranked``'s window too."""
     monkeypatch.setenv(SMALL_BUILD_ROWS_ENV, limit)
     project = _project(builder)
     built = {r.view: r for r in project.refresh()}
     assert {r.mode for r in built.values()} == {"full"}
     small = {view: r.stats.get("small_build_rows") for view, r in built.items()}
     assert small == ({"sales": 45, "ranked": 5} if limit == "45" else {"sales": None, "ranked": 5} if limit == "44" else {"sales": None, "ranked": None})
+    assert {r.engine for r in built.values()} == ({None} if limit == "0" else {"in process"})
     assert_oracle(project)
     # The state a build left serves the next epochs, and a --full rebuild replaces it.
     write(builder.uri("orders"), pa.table({"id": pa.array([41], pa.int64()), "cust": pa.array([3], pa.int64()), "amount": pa.array([7], pa.int64())}), mode="append")

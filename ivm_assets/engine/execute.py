@@ -149,9 +149,14 @@ def _run_epoch(
     sources = record.payload["sources"]
     full = record.mode == "full"
     stats: dict[str, int] = {}
-    small_build = full and small_builds and _small_build(relations, sources, stats)
+    limit = settings.current().small_build_rows
+    # A build over at most LOCAL_CHANGE_ROWS source rows may run in process (an epoch whose
+    # change is every source row); one over at most `limit` is a small build in Spark.
+    build_rows = _source_rows(relations, sources, max(limit, LOCAL_CHANGE_ROWS)) if full and small_builds and limit else None
+    small_build = build_rows is not None and build_rows <= limit
     if small_build:
-        notes["small_build"] = f"{stats['small_build_rows']} source rows"
+        stats["small_build_rows"] = build_rows
+        notes["small_build"] = f"{build_rows} source rows"
     change_rows: dict[str, int] = {}
     tables: dict[str, pa.Table] = {}
     large: dict[str, cdc.LargeRange] = {}
@@ -186,12 +191,13 @@ def _run_epoch(
         return stats  # no source change reaches the view: no state or output to touch
     if large:
         notes["engine"] = f"spark: the change of {', '.join(sorted(large))} is read by the executors"
-    if small_build and settings.current().small_epochs != "spark":
-        # A small build is an epoch from empty state whose change is every source row: in
-        # process, the same rules as a small incremental epoch's (state reads find nothing,
-        # and each state table and the output are written anew).
+    build_in_process = build_rows is not None and settings.current().small_epochs != "spark"
+    if build_in_process:
+        # A build in process is an epoch from empty state whose change is every source row:
+        # the same rules as a small incremental epoch's (state reads find nothing, and each
+        # state table and the output are written anew).
         tables = {name: _snapshot(relations[name], s["to"], cdc.used_columns(view.root, name)) for name, s in sources.items()}
-    computed = _in_process(ctx, view, tables, notes) if (small_build or not full) and not large else None
+    computed = _in_process(ctx, view, tables, notes) if (build_in_process or not full) and not large else None
     if computed is not None:
         _commit(ctx, view, where, record, epoch, stats, computed, None, at_once=True)
         return stats
@@ -320,22 +326,23 @@ def _recompute(
     return {"rows_written": written, "rows_out": written}
 
 
-def _small_build(relations: dict[str, str], sources: dict[str, dict], stats: dict[str, int]) -> bool:
-    """Whether a full epoch over ``sources`` is a small build: together they hold at most
-    ``IVM_SMALL_BUILD_ROWS`` rows (default 50,000; the Delta log's file statistics say, no
-    data is read). A small build runs as a small epoch does in Spark (one partition, no
-    adaptive planning, interpreted) and its state and output come to the driver as Arrow
-    and are written by delta-rs, where a large one's are written by the executors. Below
-    that size Spark's write jobs and file commit protocol cost more than the rows (the
-    tests' builds: the SQL step fixtures took 8 % less time, the small TPC-H test 20 %). A
-    join can still multiply its rows: the driver then holds what an incremental epoch of
-    that size would. The sources' rows are recorded in ``stats["small_build_rows"]``."""
-    limit = settings.current().small_build_rows
+def _source_rows(relations: dict[str, str], sources: dict[str, dict], bound: int) -> int | None:
+    """The rows ``sources`` hold together, from the Delta log's file statistics (no data is
+    read); None when some count is unknown (no statistics) or the total passes ``bound``.
+
+    A full epoch over at most ``IVM_SMALL_BUILD_ROWS`` source rows (default 50,000) is a
+    small build: it runs as a small epoch does in Spark (one partition, no adaptive planning,
+    interpreted) and its state and output come to the driver as Arrow and are written by
+    delta-rs, where a large one's are written by the executors. Below that size Spark's
+    write jobs and file commit protocol cost more than the rows (the tests' builds: the SQL
+    step fixtures took 8 % less time, the small TPC-H test 20 %). A join can still multiply
+    its rows: the driver then holds what an incremental epoch of that size would. Before
+    either, a build over at most ``LOCAL_CHANGE_ROWS`` source rows runs in process where its
+    rules translate (an in-process epoch's bound on its change), unless the setting is 0."""
     total = 0
     for name, s in sources.items():
-        rows = row_count(relations[name], s["to"]) if limit else None
-        if rows is None or total + rows > limit:
-            return False  # off, unknown (no statistics) or too many: the executors write it
+        rows = row_count(relations[name], s["to"])
+        if rows is None or total + rows > bound:
+            return None
         total += rows
-    stats["small_build_rows"] = total
-    return True
+    return total

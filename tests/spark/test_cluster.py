@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from ivm_assets import IvmProject
-from ivm_assets.errors import ConfigError, IvmError
+from ivm_assets.errors import ConfigError
 from ivm_assets.spark.cluster import check_reachable, is_local_master
 from tests.conftest import assert_oracle
 from tests.spark.standalone import master_json, standalone  # noqa: F401  (the shared cluster fixture)
