@@ -111,11 +111,12 @@ def read_changes(uri: str, *, after: int, upto: int, columns: list[str] | None =
     return table.select(data_columns).append_column(WEIGHT, weights)
 
 
-def read_arrow(uri: str, version: int | None = None) -> pa.Table:
+def read_arrow(uri: str, version: int | None = None, columns: list[str] | None = None) -> pa.Table:
     """The table's rows at ``version`` (the latest when None) read by delta-rs into the driver,
-    normalized: for small tables only."""
+    normalized, with ``columns`` (all when None; plain names, unlike the change feed's): for
+    small tables only."""
     with storage_errors.failures(uri):
-        return normalize_table(_read_all(open_table(uri, version).scan()))
+        return normalize_table(_read_all(open_table(uri, version).scan(columns=columns)))
 
 
 def read_small(uri: str) -> pa.Table:

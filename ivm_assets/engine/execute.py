@@ -279,9 +279,7 @@ COMMIT_THREADS = 4
 def _snapshot(uri: str, version: int, columns: tuple[str, ...] | None) -> pa.Table:
     """A small source's rows at ``version`` (``columns``; all when None) as a change set of
     insertions (weight +1), read by delta-rs: a small build's input in process."""
-    rows = read_arrow(uri, version)
-    if columns is not None:
-        rows = rows.select(list(columns))
+    rows = read_arrow(uri, version, list(columns) if columns is not None else None)
     return rows.append_column(WEIGHT, pa.array([1] * rows.num_rows, pa.int64()))
 
 

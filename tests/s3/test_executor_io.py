@@ -24,6 +24,7 @@ from ivm_assets.delta.row_groups import read_row_groups
 from ivm_assets.delta.snapshot import file_count, normalize_schema_of, row_count, snapshot_files
 from ivm_assets.delta.staging import commit_staged, read_staged, stage_files
 from ivm_assets.delta.write import create_table, delete_rows, write
+from ivm_assets.settings import SMALL_BUILD_ROWS_ENV
 from ivm_assets.spark.arrow import to_arrow, to_spark
 from ivm_assets.state import arrangement, compaction
 
@@ -166,6 +167,8 @@ def test_a_full_build_reads_and_writes_through_the_executors(s3_project, monkeyp
     from tests.conftest import assert_oracle, small_epochs
 
     _shop(s3_project)
+    # 61,000 source rows: a build in process otherwise (up to LOCAL_CHANGE_ROWS).
+    monkeypatch.setenv(SMALL_BUILD_ROWS_ENV, "0")
     project = s3_project.load()
     driver = _Driver(monkeypatch)
     [first] = project.refresh()
@@ -241,7 +244,7 @@ def test_sigkill_mid_full_build_leaves_only_unreferenced_files_and_a_rerun_build
     _shop(s3_project)
     s3_project.write_config({"lease_seconds": 2})  # the killed refresh's claim lapses soon
     script = f"from ivm_assets import IvmProject; IvmProject.load({str(s3_project.root)!r}).refresh()"
-    env = {**os.environ, "IVM_CRASH_AFTER_FILE_WRITES": "1", "IVM_SPARK_MASTER": "local[1]"}
+    env = {**os.environ, "IVM_CRASH_AFTER_FILE_WRITES": "1", "IVM_SPARK_MASTER": "local[1]", SMALL_BUILD_ROWS_ENV: "0"}
     killed = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, timeout=600)
     assert killed.returncode == -9, killed.stderr.decode()[-2000:]
     left = [k for k in s3_project.server.objects(s3_project.bucket) if k.startswith("warehouse/") and _EXECUTOR_FILE.search(k)]
@@ -269,7 +272,7 @@ def test_a_retried_write_task_leaves_its_first_attempts_files_out_of_the_commit(
     _shop(s3_project)
     s3_project.write_config()
     script = f"from ivm_assets import IvmProject; print(IvmProject.load({str(s3_project.root)!r}).refresh()[0].summary())"
-    env = {**os.environ, FAIL_FIRST_WRITE_ATTEMPT: "1", "IVM_SPARK_MASTER": "local[2,2]"}
+    env = {**os.environ, FAIL_FIRST_WRITE_ATTEMPT: "1", "IVM_SPARK_MASTER": "local[2,2]", SMALL_BUILD_ROWS_ENV: "0"}
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0 and "full" in done.stdout, done.stderr[-3000:]
     assert "simulated failure of a write task" in done.stderr, "no attempt failed"
