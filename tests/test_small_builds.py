@@ -112,6 +112,27 @@ def test_a_small_build_whose_join_multiplies_its_rows_past_the_in_process_bound_
     assert_oracle(project)
 
 
+def test_a_build_that_leaves_a_state_table_empty_runs_in_spark(builder, monkeypatch):
+    """No order passes the filter, so no row reaches the aggregate's state. In process that
+    table would not be written, and a rebuild would leave the last build's groups there for
+    the next epoch; Spark's build writes it empty, so such a build runs in Spark, saying why."""
+    builder.view("big", "SELECT cust, COUNT(*) AS n FROM orders WHERE amount > 1000 GROUP BY cust")
+    project = _project(builder)
+    built = {r.view: r for r in project.refresh()}
+    assert built["big"].engine.startswith("spark: no row of this build reaches state table aggregate_"), built["big"].engine
+    assert built["sales"].engine == "in process"
+    big = {"id": pa.array([41], pa.int64()), "cust": pa.array([3], pa.int64()), "amount": pa.array([2000], pa.int64())}
+    write(builder.uri("orders"), pa.table(big), mode="append")
+    assert {r.view: r.mode for r in project.refresh(["big"])} == {"big": "incremental"}
+    assert_oracle(project)
+    delete_rows(builder.uri("orders"), "amount > 1000")
+    (rebuilt,) = project.refresh(["big"], full=True)
+    assert rebuilt.engine.startswith("spark: no row of this build reaches state table"), rebuilt.engine
+    write(builder.uri("orders"), pa.table(big), mode="append")  # the group again: counted once, not twice
+    project.refresh(["big"])
+    assert_oracle(project)
+
+
 @pytest.mark.parametrize("policy", ["auto", "incremental"])
 def test_an_incremental_change_too_large_for_the_driver_is_recomputed_or_named(builder, monkeypatch, policy):
     """An incremental epoch in Spark collects its change sets. Past the driver's bound the view
