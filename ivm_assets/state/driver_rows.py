@@ -103,11 +103,47 @@ def sum_weights(rows: pa.Table, columns: tuple[str, ...], weight: str, codes: pa
 
 
 def cancelled(rows: pa.Table, columns: tuple[str, ...], weight: str) -> pa.Table | None:
-    """``rows`` with the weights of bitwise identical rows summed and rows of weight zero
-    dropped: a row deleted and inserted again unchanged cancels (floats compared bit for bit,
-    as :func:`tuple_codes` does); None when some column type is not coded here."""
-    codes = tuple_codes([(rows, columns)])
-    return None if codes is None else sum_weights(rows, columns, weight, codes[0])
+    """``rows`` with a row deleted and inserted again unchanged cancelled: the weights of
+    bitwise identical rows that may cancel summed (floats compared bit for bit, as
+    :func:`tuple_codes` does) and rows of weight zero dropped; None when some column type is
+    not coded here. Rows that cannot cancel are left as they are (two identical insertions
+    stay two rows: consolidation is the operators' business)."""
+    if any(not coded(rows.schema.field(c).type) for c in columns):
+        return None
+    candidates = _may_cancel(rows, columns, weight)
+    if not pc.any(candidates).as_py():
+        return rows
+    part = rows.filter(candidates)
+    codes = tuple_codes([(part, columns)])
+    if codes is None:
+        return None
+    netted = sum_weights(part, columns, weight, codes[0]).select(rows.column_names)
+    return pa.concat_tables([rows.filter(pc.invert(candidates)), netted])
+
+
+def _may_cancel(rows: pa.Table, columns: tuple[str, ...], weight: str) -> pa.Array:
+    """A mask of the rows that may cancel: a deletion each of whose values also occurs in an
+    insertion that is still a candidate, and the reverse, column after column. A bitwise
+    identical pair passes every column, so the mask holds every row that cancels; hashing the
+    few candidates instead of the whole change is what makes a change of inserts and deletes
+    of different rows (a fact table's batch) cheap. Floating point columns are skipped: a
+    membership test compares their values, not their bits."""
+    weights = rows.column(weight)
+    negative, positive = pc.less(weights, 0), pc.greater(weights, 0)
+    candidates = pc.or_(negative, positive)
+    for name in columns:
+        values = rows.column(name)
+        if pa.types.is_floating(values.type):
+            continue
+        deleted = values.filter(pc.and_(candidates, negative))
+        inserted = values.filter(pc.and_(candidates, positive))
+        candidates = pc.and_(candidates, pc.or_(
+            pc.and_(negative, pc.is_in(values, value_set=_flat(inserted), skip_nulls=False)),
+            pc.and_(positive, pc.is_in(values, value_set=_flat(deleted), skip_nulls=False)),
+        ))
+        if not pc.any(candidates).as_py():
+            break
+    return _flat(candidates)
 
 
 def latest(rows: pa.Table, keys: tuple[str, ...], epoch: str) -> pa.Table | None:
