@@ -98,9 +98,9 @@ class AggregateRule:
     # --- step 1: the change's partials --------------------------------------------------------
     def partials(self, delta: rel.Rel) -> rel.Rel:
         """Per group of ``delta`` (a change set): Σ weights, and per COUNT/SUM/AVG the non-NULL
-        count and sum; per SUM/AVG also (not stored) ``__v<i>``, the rows with a value, and
-        ``__d<i>``, 1 when one of them leaves. Summed over rows repeated by their weight
-        (:class:`~ivm_assets.rules.rel.Repeat`), so each sum is of the argument's own type."""
+        count and sum; per SUM/AVG also (not stored) ``__v<i>``, the rows with a value, and for
+        a DOUBLE sum ``__d<i>``, 1 when one of them leaves. Summed over rows repeated by their
+        weight (:class:`~ivm_assets.rules.rel.Repeat`), so each sum is of the argument's own type."""
         signed = rel.Repeat(delta, _SIGN)
         sign = Col(_SIGN)
         # A global aggregate is grouped by an expression that is always 0 but not a literal:
@@ -119,10 +119,11 @@ class AggregateRule:
                 calls += [
                     (f"s{i}", "sum", Case(gt(sign, Lit(0)), value, Call("neg", (value,)))),
                     (f"__v{i}", "sum", Case(present(Col(a.arg)), Lit(1), Lit(0))),
-                    (f"__d{i}", "max", Case(and_(present(Col(a.arg)), lt(sign, Lit(0))), Lit(1), Lit(0))),
                 ]
+                if self.floating(i):
+                    calls.append((f"__d{i}", "max", Case(and_(present(Col(a.arg)), lt(sign, Lit(0))), Lit(1), Lit(0))))
         reduced = rel.Reduce(rows, self.group_keys, tuple(calls))
-        flags = tuple((f"__{c}{i}", Cast(Col(f"__{c}{i}"), "bigint")) for i in self.sums for c in "vd")
+        flags = tuple((f"__{c}{i}", Cast(Col(f"__{c}{i}"), "bigint")) for i in self.sums for c in self.partial_flags(i))
         typed = tuple((p, Cast(Col(p), t)) for p, t in self.partial_types.items())
         return rel.Select(reduced, tuple((k, Col(k)) for k in self.group_keys) + typed + flags)
 
@@ -144,10 +145,10 @@ class AggregateRule:
 
         def side(rows: rel.Rel, touched: int, flags: dict[str, rel.Expr]) -> rel.Rel:
             items = tuple((c, Col(c)) for c in names)
-            flag_items = tuple((f"__{c}{i}", flags.get(f"__{c}{i}", zero)) for i in self.sums for c in "vdox")
+            flag_items = tuple((f"__{c}{i}", flags.get(f"__{c}{i}", zero)) for i in self.sums for c in self._flags(i))
             return rel.Select(rows, items + flag_items + ((TOUCHED, Lit(touched)),))
 
-        mine = {f"__{c}{i}": Col(f"__{c}{i}") for i in self.sums for c in "vd"} | {f"__x{i}": lost(f"__v{i}", i) for i in self.sums}
+        mine = {f"__{c}{i}": Col(f"__{c}{i}") for i in self.sums for c in self.partial_flags(i)} | {f"__x{i}": lost(f"__v{i}", i) for i in self.sums}
         parts = [side(change, 1, mine)]
         if old is not None:
             theirs = {f"__x{i}": lost(f"n{i}", i) for i in self.sums}
@@ -155,7 +156,7 @@ class AggregateRule:
                 theirs |= {f"__o{i}": Case(self._unknown(i), Lit(1), zero) for i in self.sums}
             parts.append(side(old, 0, theirs))
         both = parts[0] if len(parts) == 1 else rel.Union_(tuple(parts))
-        flags = tuple(f"__{c}{i}" for i in self.sums for c in "vdox") + (TOUCHED,)
+        flags = tuple(f"__{c}{i}" for i in self.sums for c in self._flags(i)) + (TOUCHED,)
         calls = tuple((p, "sum", rel.coalesce(Col(p), zero)) for p in self.partial_types) + tuple((f, "max", Col(f)) for f in flags)
         summed = rel.Reduce(both, self.group_keys, calls)
         typed = {p: Cast(Col(p), t) for p, t in self.partial_types.items()}
@@ -164,6 +165,17 @@ class AggregateRule:
         if checked:  # on the row count: every use of the groups reads it
             typed[COUNT] = self._checked(typed[COUNT], view)
         return rel.Select(summed, tuple((k, Col(k)) for k in self.group_keys) + tuple(typed.items()) + ((TOUCHED, Col(TOUCHED)),))
+
+    def partial_flags(self, i: int) -> str:
+        """The flags of sum ``i`` that :meth:`partials` computes (``__<c><i>`` per letter): the
+        change's values (``v``) and, for a DOUBLE sum only, a value leaving (``d``: its NaN or
+        ±Infinity stays as long as its rows do; nothing reads it for other sums)."""
+        return "vd" if self.floating(i) else "v"
+
+    def _flags(self, i: int) -> str:
+        """The flags sum ``i`` carries through :meth:`combined`: :meth:`partial_flags`, the old
+        sum unknown (``o``) and the sum lost on either side (``x``)."""
+        return self.partial_flags(i) + "ox"
 
     def _unknown(self, i: int) -> rel.Expr:
         """Whether a stored sum ``s<i>`` is not an exact running total: NULL over values (a

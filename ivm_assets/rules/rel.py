@@ -20,7 +20,7 @@ what they cannot compute exactly as Spark does: the epoch then runs in Spark).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from typing import Literal, Union
 
 from ivm_assets.zset import WEIGHT
@@ -273,6 +273,7 @@ class Window:
 
 
 Rel = Union[Input, Select, Join, Union_, Reduce, Repeat, Ordered, First, Places, Consolidate, Window]
+_RELATIONS = (Input, Select, Join, Union_, Reduce, Repeat, Ordered, First, Places, Consolidate, Window)
 
 
 def columns(rel: Rel) -> tuple[str, ...]:
@@ -298,6 +299,26 @@ def columns(rel: Rel) -> tuple[str, ...]:
     if isinstance(rel, Window):
         return rel.columns + tuple(name for name, _ in rel.calls) + (WEIGHT,)
     return rel.columns + (WEIGHT,)
+
+
+def bound(rel_: Rel, name: str, to: Rel) -> Rel:
+    """``rel_`` with each :class:`Input` called ``name`` replaced by ``to``, which has at least
+    that input's columns: a rule computed over another rule's result in one query."""
+    if isinstance(rel_, Input):
+        if rel_.name != name:
+            return rel_
+        missing = set(rel_.columns) - set(columns(to))
+        if missing:
+            raise ValueError(f"input {name} is bound to a relation without the columns {sorted(missing)}")
+        return Select(to, tuple((c, Col(c)) for c in rel_.columns))
+    changes = {}
+    for f in fields(rel_):
+        value = getattr(rel_, f.name)
+        if isinstance(value, _RELATIONS):
+            changes[f.name] = bound(value, name, to)
+        elif isinstance(value, tuple) and value and all(isinstance(v, _RELATIONS) for v in value):
+            changes[f.name] = tuple(bound(v, name, to) for v in value)
+    return replace(rel_, **changes)
 
 
 def keep(rel: Rel, names: tuple[str, ...], **computed: Expr) -> Select:

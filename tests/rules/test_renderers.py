@@ -204,7 +204,7 @@ def test_aggregate(spark, key_type, seed):
     delta, before = _aggregate_input(rng, key_type, 30), _aggregate_input(rng, key_type, 40, positive=True)
     key_fields = [delta.schema.field(k) for k in rule.group_keys]
     partial_fields = key_fields + [pa.field(p, arrow[t]) for p, t in rule.partial_types.items()]
-    flags = [pa.field(f"__{c}{i}", pa.int64()) for i in rule.sums for c in "vd"]
+    flags = [pa.field(f"__{c}{i}", pa.int64()) for i in rule.sums for c in rule.partial_flags(i)]
     delta_rel = rel.Input("delta", tuple(delta.column_names))
     change = _agree(spark, rule.partials(delta_rel), {"delta": delta}, pa.schema(partial_fields + flags), typed=True)
     old = _agree(spark, rule.partials(delta_rel), {"delta": before}, pa.schema(partial_fields + flags), typed=True).select([f.name for f in partial_fields])
@@ -250,7 +250,7 @@ def test_aggregate_over_doubles(spark, seed):
     delta, before = _doubles(rng, 30), _doubles(rng, 40, positive=True)
     key = pa.field("k", pa.int64())
     partial_fields = [key] + [pa.field(p, pa.float64() if t == "double" else pa.int64()) for p, t in rule.partial_types.items()]
-    flags = [pa.field(f"__{c}{i}", pa.int64()) for i in rule.sums for c in "vd"]
+    flags = [pa.field(f"__{c}{i}", pa.int64()) for i in rule.sums for c in rule.partial_flags(i)]
     delta_rel = rel.Input("delta", tuple(delta.column_names))
     change = _agree(spark, rule.partials(delta_rel), {"delta": delta}, pa.schema(partial_fields + flags), typed=True)
     old = _agree(spark, rule.partials(delta_rel), {"delta": before}, pa.schema(partial_fields + flags), typed=True)
@@ -310,7 +310,13 @@ def test_linear_rules(spark):
     assert kept.num_rows == 3
     exprs = (("p", "`m` * 1.5"), ("c", "CASE WHEN `a` > 1 THEN `a` ELSE 0 END"), ("b", "`a2` >= `a`"))
     projected = pa.schema([("p", pa.decimal128(10, 3)), ("c", pa.int64()), ("b", pa.bool_()), (WEIGHT, pa.int64())])
-    _agree(spark, linear.project(("a", "a2", "m"), exprs), {"change": scan}, projected, typed=True)
+    stepwise = _agree(spark, linear.project(("a", "a2", "m"), exprs), {"change": kept}, projected, typed=True)
+    # The same chain bound into one query (as the in-process epoch computes it): the same rows and types.
+    chain = rel.bound(linear.filter_(("a", "a2", "m"), "`a` > 0 OR `m` IS NULL"), "change", linear.scan(("a", "a", "d"), ("a", "a2", "m")))
+    at_once = _agree(spark, rel.bound(linear.project(("a", "a2", "m"), exprs), "change", chain), {"change": change}, projected, typed=True)
+    assert _sorted_bits(at_once).equals(_sorted_bits(stepwise))
+    with pytest.raises(ValueError, match="without the columns"):
+        rel.bound(linear.filter_(("a", "zz"), "`a` > 0"), "change", linear.scan(("a",), ("a",)))
     union = linear.union_all((("a", "a2", "m"), ("a", "a2", "m")), ("x", "y", "z"))
     both = pa.schema([("x", pa.int64()), ("y", pa.int64()), ("z", pa.decimal128(7, 2)), (WEIGHT, pa.int64())])
     done = _agree(spark, union, {"change0": scan, "change1": kept}, both, typed=True)
