@@ -78,6 +78,31 @@ def _count_py4j(calls: collections.Counter, seconds: collections.Counter) -> Non
     ClientServerConnection.send_command = counted
 
 
+def _list_statements(statements: list) -> None:
+    """Wrap the in-process epoch's one statement path to time each statement (bind, run and
+    the tables' registration) and say which visit made it."""
+    from ivm_assets.local.epoch import LocalEpoch
+
+    def site() -> str:
+        return " < ".join(f"{f.name}:{f.lineno}" for f in reversed(traceback.extract_stack()[:-2]) if f.name.startswith(("visit_", "_rendered", "_computed", "run")))
+
+    sql, consolidate = LocalEpoch.sql, LocalEpoch.consolidate
+
+    def timed_sql(self, query, **tables):
+        start = time.perf_counter()
+        out = sql(self, query, **tables)
+        statements.append((site(), len(query), sum(t.num_rows for t in tables.values()), out.num_rows, time.perf_counter() - start))
+        return out
+
+    def timed_consolidate(self, table, columns):
+        start = time.perf_counter()
+        out = consolidate(self, table, columns)
+        statements.append(("consolidate < " + site(), 0, table.num_rows, out.num_rows, time.perf_counter() - start))
+        return out
+
+    LocalEpoch.sql, LocalEpoch.consolidate = timed_sql, timed_consolidate
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sf", type=float, default=0.1)
@@ -87,6 +112,8 @@ def main() -> None:
     parser.add_argument("--warm", type=int, default=1, help="untimed batches before the profiled one")
     parser.add_argument("--one-row", action="store_true", help="profile the refresh of a one-line insert instead of a batch")
     parser.add_argument("--full", action="store_true", help="profile a (second, warm) full build instead of a batch")
+    parser.add_argument("--sort", default="cumulative", choices=("cumulative", "tottime"), help="order of the profile's functions")
+    parser.add_argument("--statements", action="store_true", help="list the in-process epoch's DuckDB statements, timed")
     args = parser.parse_args()
     views = args.views.split(",")
 
@@ -102,6 +129,9 @@ def main() -> None:
     py4j_calls: collections.Counter[str] = collections.Counter()
     py4j_seconds: collections.Counter[str] = collections.Counter()
     _count_py4j(py4j_calls, py4j_seconds)
+    statements: list[tuple[str, int, int, int, float]] = []
+    if args.statements:
+        _list_statements(statements)
     spark = get_spark()
     try:
         ctx = bench.prepare(spark, args.sf, views)
@@ -120,6 +150,7 @@ def main() -> None:
                 ctx.project.refresh(views=[view])
                 one_row.insert_for(bench.SQL_DIR.joinpath(f"{view}.sql").read_text())
             opens.clear()
+            statements.clear()
             py4j_calls.clear()
             py4j_seconds.clear()
             profile = cProfile.Profile()
@@ -144,8 +175,12 @@ def main() -> None:
             print(f"py4j round trips: {sum(py4j_calls.values())}, {sum(py4j_seconds.values()):.2f} s; by site:")
             for site, n in py4j_calls.most_common(args.top):
                 print(f"  {n:4d}  {py4j_seconds[site]:6.3f} s  {site}")
+            if args.statements:
+                print(f"DuckDB statements: {len(statements)}, {sum(s[4] for s in statements) * 1000:.1f} ms")
+                for site, size, rows_in, rows_out, took in statements:
+                    print(f"  {took * 1000:6.2f} ms  {size:6d} chars  {rows_in:7d} rows in  {rows_out:7d} out  {site}")
             out = io.StringIO()
-            pstats.Stats(profile, stream=out).sort_stats("cumulative").print_stats(args.top)
+            pstats.Stats(profile, stream=out).sort_stats(args.sort).print_stats(args.top)
             print(out.getvalue())
     finally:
         stop_spark()
