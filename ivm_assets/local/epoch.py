@@ -31,7 +31,7 @@ import duckdb
 import pyarrow as pa
 
 from ivm_assets.delta.snapshot import arrow_schema
-from ivm_assets.duckdb_names import q, string_literal
+from ivm_assets.duckdb_names import arrow_query, q, string_literal
 from ivm_assets.errors import InexactAggregate
 from ivm_assets.local.aggregate import AggregateVisits
 from ivm_assets.local.columns import check_key_types, split_null_keys
@@ -64,7 +64,8 @@ _local = threading.local()
 def _connection() -> duckdb.DuckDBPyConnection:
     """This thread's DuckDB connection (opening one costs ~50 ms; a refresh runs in one thread)."""
     if not hasattr(_local, "con"):
-        _local.con = duckdb.connect(config={"threads": 1})
+        # Replacement scans on (DuckDB's default): arrow_query finds its tables through them.
+        _local.con = duckdb.connect(config={"threads": 1, "python_enable_replacements": True})
         register_functions(_local.con)
     return _local.con
 
@@ -100,12 +101,16 @@ class LocalEpoch(RuleVisits, AggregateVisits, TopKVisits):
         named = change.select([*root.columns, WEIGHT]).rename_columns([*schema.names, WEIGHT])
         # DECIMALs narrowed by DuckDB, which rounds half away from zero as Spark's cast does
         # (an AVG's quotient to the view's type); Arrow's cast refuses to round.
-        columns = [
-            f"CAST({q(f.name)} AS DECIMAL({f.type.precision}, {f.type.scale})) AS {q(f.name)}"
-            if pa.types.is_decimal(f.type) and pa.types.is_decimal(named.schema.field(f.name).type) else q(f.name)
-            for f in schema
-        ]
-        named = self.sql(f"SELECT {', '.join(columns)}, {q(WEIGHT)} FROM t", t=named)
+        narrowed = {
+            f.name for f in schema
+            if pa.types.is_decimal(f.type) and pa.types.is_decimal(t := named.schema.field(f.name).type) and t != f.type
+        }
+        if narrowed:
+            columns = [
+                f"CAST({q(f.name)} AS DECIMAL({f.type.precision}, {f.type.scale})) AS {q(f.name)}" if f.name in narrowed else q(f.name)
+                for f in schema
+            ]
+            named = self.sql(f"SELECT {', '.join(columns)}, {q(WEIGHT)} FROM t", t=named)
         try:
             typed = named.cast(pa.schema([*schema, pa.field(WEIGHT, pa.int64())]))
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
@@ -133,17 +138,12 @@ class LocalEpoch(RuleVisits, AggregateVisits, TopKVisits):
         return self._done[op.id]
 
     def sql(self, query: str, **tables: pa.Table) -> pa.Table:
-        for name, table in tables.items():
-            self.con.register(name, table)
         try:
-            return self.con.sql(query).to_arrow_table()
+            return arrow_query(self.con, query, tables)
         except duckdb.Error as exc:
             if InexactAggregate.MARKER in str(exc):
                 raise  # a rule's own failure (rules.aggregate): the refresh recomputes the view
             raise _untranslatable(exc) from exc
-        finally:
-            for name in tables:
-                self.con.unregister(name)
 
     def consolidate(self, table: pa.Table, columns: tuple[str, ...]) -> pa.Table:
         """``table`` consolidated on ``columns``, as :mod:`ivm_assets.state.consolidate` has it."""

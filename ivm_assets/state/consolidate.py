@@ -94,12 +94,7 @@ def normal_sql(name: str, t: pa.DataType) -> str:
 def in_duckdb(con: duckdb.DuckDBPyConnection, table: pa.Table, columns: tuple[str, ...] | list[str]) -> pa.Table:
     """``table`` consolidated on ``columns`` (see the module doc) by DuckDB on ``con``;
     raises DuckDB's error when a weight sum overflows."""
-    relation = "__ivm_consolidate"
-    con.register(relation, table)
-    try:
-        out = con.sql(duckdb_sql(columns, table.schema, relation)).to_arrow_table()
-    finally:
-        con.unregister(relation)
+    out = duckdb_names.arrow_query(con, duckdb_sql(columns, table.schema, "rows"), {"rows": table})
     # DuckDB's own types (a TIMESTAMP WITH TIME ZONE in the connection's zone, its strings)
     # back to the input's.
     return out.cast(output_schema(table.schema, columns))
