@@ -5,8 +5,12 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+import duckdb
 import pyarrow as pa
+import pytest
 from deltalake import write_deltalake
+
+from ivm_assets.duckdb_names import arrow_query
 
 from tests.conftest import assert_oracle, output_rows
 
@@ -151,3 +155,14 @@ def test_duckdb_reads_timestamps_in_sparks_session_zone(builder, spark):
     assert _refresh(project)["n"].engine == "in process"
     zone = _connection().execute("SELECT current_setting('TimeZone')").fetchall()[0][0]
     assert zone == spark.conf.get("spark.sql.session.timeZone")
+
+
+def test_a_statement_reads_the_tables_it_is_given_and_nothing_else():
+    """In-process statements find their Arrow tables by name (duckdb_names.arrow_query): the
+    tables passed, never a variable of the code around them."""
+    con = duckdb.connect()
+    rows = pa.table({"x": [1, 2]})
+    other = pa.table({"x": [9]})  # noqa: F841 - a caller's variable the query names but is not given
+    assert arrow_query(con, "SELECT sum(x) AS s FROM rows", {"rows": rows}).to_pylist() == [{"s": 3}]
+    with pytest.raises(duckdb.Error, match="other"):
+        arrow_query(con, "SELECT * FROM other", {"rows": rows})
