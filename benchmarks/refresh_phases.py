@@ -1,0 +1,107 @@
+"""Where a warm incremental refresh spends its time, phase by phase, without a profiler.
+
+Builds the TPC-H views at ``--sf`` (the parquet the benchmark generated is reused), applies
+one untimed batch, then ``--batches`` more, refreshing each view after each batch. Each
+phase of the refresh is timed by a wrapper (a few microseconds a call, where cProfile
+doubles the cost of Python-heavy code) and the medians over the batches are printed: reading
+the change, the in-process epoch and inside it its DuckDB statements,
+consolidations and state reads, the commits and the output's MERGE, compiling and planning.
+
+    python benchmarks/refresh_phases.py --sf 1 --views q01,q06,q14 --batches 4
+
+Prints only. To compare two commits, run it from a worktree of each, one after the other:
+this VM's speed drifts by 20 % within an hour, more than most changes it is used to judge.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import functools
+import statistics
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+import tpch_refresh as bench  # noqa: E402
+
+from ivm_assets import project  # noqa: E402
+from ivm_assets.engine import changes, execute, output, refresh  # noqa: E402
+from ivm_assets.local.epoch import LocalEpoch  # noqa: E402
+from ivm_assets.spark.session import get_spark, stop_spark  # noqa: E402
+from ivm_assets.state.arrangement import StateTable  # noqa: E402
+
+# (owner, attribute, label): each is looked up through its owner at call time, so wrapping
+# the attribute times every call. Indented labels are inside the one above them.
+PHASES = (
+    (changes, "read_range", "read the change"),
+    (LocalEpoch, "run", "epoch in process"),
+    (LocalEpoch, "sql", "  DuckDB statements"),
+    (LocalEpoch, "consolidate", "  consolidations"),
+    (StateTable, "read", "  state reads"),
+    (execute, "_commit", "commits"),
+    (output, "apply_change", "  output MERGE"),
+    (project.IvmProject, "compile", "compile"),
+    (refresh, "_plan_epoch", "plan the epoch"),
+)
+
+
+def _timed(seconds: collections.Counter, owner: object, name: str, label: str) -> None:
+    original = getattr(owner, name)
+
+    @functools.wraps(original)
+    def timed(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            seconds[label] += time.perf_counter() - start
+
+    setattr(owner, name, timed)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sf", type=float, default=0.1)
+    parser.add_argument("--views", default="q01,q06")
+    parser.add_argument("--batches", type=int, default=4, help="timed batches (medians over them)")
+    parser.add_argument("--rf2", choices=("random", "lowest"), default="random")
+    args = parser.parse_args()
+    views = args.views.split(",")
+
+    seconds: collections.Counter[str] = collections.Counter()
+    for owner, name, label in PHASES:
+        _timed(seconds, owner, name, label)
+    spark = get_spark()
+    try:
+        ctx = bench.prepare(spark, args.sf, views)
+        batches = bench.make_batches(spark, ctx.sources, 0.001, 7, rf2=args.rf2)
+        for view in views:
+            ctx.project.refresh(views=[view], full=True)
+        batches.apply()
+        for view in views:
+            ctx.project.refresh(views=[view])
+        runs: dict[str, list[tuple[float, dict[str, float]]]] = collections.defaultdict(list)
+        for _ in range(args.batches):
+            batches.apply()
+            for view in views:
+                seconds.clear()
+                start = time.perf_counter()
+                ctx.project.refresh(views=[view])
+                runs[view].append((time.perf_counter() - start, dict(seconds)))
+    finally:
+        stop_spark()
+    for view in views:
+        totals = ", ".join(f"{total * 1000:.0f}" for total, _ in runs[view])
+        print(f"{view}: refresh {statistics.median(t for t, _ in runs[view]) * 1000:.0f} ms median ({totals})")
+        for _, _, label in PHASES:
+            value = statistics.median(phases.get(label, 0.0) for _, phases in runs[view])
+            print(f"  {label:22s} {value * 1000:7.1f} ms")
+
+
+if __name__ == "__main__":
+    main()
