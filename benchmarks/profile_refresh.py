@@ -134,14 +134,7 @@ def main() -> None:
         _list_statements(statements)
     spark = get_spark()
     try:
-        ctx = bench.prepare(spark, args.sf, views)
-        batches = bench.make_batches(spark, ctx.sources, 0.001, 7, rf2=args.rf2)
-        for view in views:
-            ctx.project.refresh(views=[view], full=True)
-        for _ in range(args.warm):
-            batches.apply()
-            for view in views:
-                ctx.project.refresh(views=[view])
+        ctx, batches = bench.warmed(spark, args.sf, views, rf2=args.rf2, warm=args.warm)
         one_row = bench.OneRowChanges(spark, ctx.sources, 7)
         if not args.one_row and not args.full:
             batches.apply()

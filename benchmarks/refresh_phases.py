@@ -78,13 +78,7 @@ def main() -> None:
         _timed(seconds, owner, name, label)
     spark = get_spark()
     try:
-        ctx = bench.prepare(spark, args.sf, views)
-        batches = bench.make_batches(spark, ctx.sources, 0.001, 7, rf2=args.rf2)
-        for view in views:
-            ctx.project.refresh(views=[view], full=True)
-        batches.apply()
-        for view in views:
-            ctx.project.refresh(views=[view])
+        ctx, batches = bench.warmed(spark, args.sf, views, rf2=args.rf2, warm=1)
         runs: dict[str, list[tuple[float, dict[str, float]]]] = collections.defaultdict(list)
         for _ in range(args.batches):
             batches.apply()

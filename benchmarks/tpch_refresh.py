@@ -462,6 +462,21 @@ def prepare(spark: SparkSession, sf: float, views: list[str]) -> Context:
     return Context(spark, sources, run_dir, IvmProject.load(project_dir), con)
 
 
+def warmed(spark: SparkSession, sf: float, views: list[str], *, rf2: str, warm: int) -> tuple[Context, RefreshBatches]:
+    """For the profiling tools: a fresh run (:func:`prepare`) whose ``views`` are built, then
+    refreshed after each of ``warm`` untimed batches; and the batches, for the timed ones
+    (0.1 % of the orders each, seeded, no dimension updates)."""
+    ctx = prepare(spark, sf, views)
+    batches = make_batches(spark, ctx.sources, 0.001, 7, rf2=rf2)
+    for view in views:
+        ctx.project.refresh(views=[view], full=True)
+    for _ in range(warm):
+        batches.apply()
+        for view in views:
+            ctx.project.refresh(views=[view])
+    return ctx, batches
+
+
 def benchmark(ctx: Context, runs: list[ViewRun], batches: RefreshBatches, repeats: int, one_row_repeats: int) -> None:
     """Full build, one untimed warm-up batch (JIT, caches), ``repeats`` timed batches, the
     one-row changes, then the oracle."""
