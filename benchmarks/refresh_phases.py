@@ -5,7 +5,8 @@ one untimed batch, then ``--batches`` more, refreshing each view after each batc
 phase of the refresh is timed by a wrapper (a few microseconds a call, where cProfile
 doubles the cost of Python-heavy code) and the medians over the batches are printed: reading
 the change, the in-process epoch and inside it its DuckDB statements,
-consolidations and state reads, the commits and the output's MERGE, compiling and planning.
+consolidations and state reads, the commits and the output's change (a MERGE, or an
+append or overwrite), compiling and planning.
 
     python benchmarks/refresh_phases.py --sf 1 --views q01,q06,q14 --batches 4
 
@@ -44,7 +45,9 @@ PHASES = (
     (LocalEpoch, "consolidate", "  consolidations"),
     (StateTable, "read", "  state reads"),
     (execute, "_commit", "commits"),
-    (output, "apply_change", "  output MERGE"),
+    (output, "apply_change", "  output change applied"),
+    (output, "apply_bag_change", "    as a MERGE"),
+    (output, "write_bag_rows", "    as an append or overwrite"),
     (project.IvmProject, "compile", "compile"),
     (refresh, "_plan_epoch", "plan the epoch"),
 )
@@ -94,7 +97,7 @@ def main() -> None:
         print(f"{view}: refresh {statistics.median(t for t, _ in runs[view]) * 1000:.0f} ms median ({totals})")
         for _, _, label in PHASES:
             value = statistics.median(phases.get(label, 0.0) for _, phases in runs[view])
-            print(f"  {label:22s} {value * 1000:7.1f} ms")
+            print(f"  {label:30s} {value * 1000:7.1f} ms")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,9 @@ A full refresh overwrites the table with every row repeated by its weight. An in
 refresh computes, for each distinct row whose multiplicity changes, its count before (read
 from the output as of the epoch's start, only for rows that lose copies) and after, then
 replaces all copies of that row by the right number in one MERGE. For a small change to a
-small output that computation runs with Arrow on the driver; otherwise Spark does it.
+small output that computation runs with Arrow on the driver; otherwise Spark does it. On the
+driver, a change that only adds copies is appended, and one that removes every stored row is
+written as the output's new contents: one commit either way, with the MERGE's change feed.
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ from pyspark.sql import types as T
 from ivm_assets.delta.commit import Epoch
 from ivm_assets.delta.read import read_snapshot_sized
 from ivm_assets.delta.row_groups import read_files_arrow
-from ivm_assets.delta.snapshot import SnapshotFiles, snapshot_files
-from ivm_assets.delta.write import apply_bag_change, overwrite_epoch
+from ivm_assets.delta.snapshot import SnapshotFiles, row_count, snapshot_files
+from ivm_assets.delta.write import apply_bag_change, overwrite_epoch, write_bag_rows
 from ivm_assets.operators.base import Batch, col, copies, null_safe_match
 from ivm_assets.state import consolidate, driver_rows
 from ivm_assets.state.arrangement import DRIVER_READ_BYTES, LARGE_READ_BYTES
@@ -28,6 +30,10 @@ from ivm_assets.spark.arrow import to_arrow
 from ivm_assets.zset import WEIGHT, normal_rows
 
 _OP, _COPY = "__ivm_op", "__ivm_copy"
+# An output of at most this many rows, all removed by a change, is written anew instead of
+# merged. Bounded because the overwrite's commit metrics count only the rows it adds, and
+# a downstream view sizes its change from them (delta.log.change_rows_between).
+REPLACED_ROWS = 10_000
 
 
 def shape(change: DataFrame, internal: tuple[str, ...], schema: T.StructType) -> DataFrame:
@@ -68,10 +74,9 @@ def apply_change(uri: str, change: Batch, schema: T.StructType, epoch: Epoch, *,
     if change.table is not None:
         snap = snapshot_files(uri, version=output_version)
         if snap.bytes <= DRIVER_READ_BYTES and snap.plain_parquet:
-            source = _bag_change_on_driver(change.table, names, snap)
-            if source is not None:
-                if source.num_rows:
-                    apply_bag_change(uri, source, columns=names, epoch=epoch, after=output_version)
+            old = _old_copies(change.table, names, snap)
+            if old is not None:
+                _apply_on_driver(uri, change.table, names, old, epoch, output_version)
                 return
     rows = change.df
     losing = rows.filter(col(WEIGHT) < 0)
@@ -98,13 +103,14 @@ def apply_change(uri: str, change: Batch, schema: T.StructType, epoch: Epoch, *,
         apply_bag_change(uri, source, columns=names, epoch=epoch, after=output_version)
 
 
-def _bag_change_on_driver(change: pa.Table, names: list[str], snap: SnapshotFiles) -> pa.Table | None:
-    """:func:`apply_change`'s MERGE source computed with Arrow on the driver (small changes,
-    small outputs): no Spark job. None when the rows' types are not compared on the driver
-    (the Spark path runs instead)."""
-    old = _old_copies(change, names, snap)
-    if old is None:
-        return None
+def _apply_on_driver(uri: str, change: pa.Table, names: list[str], old: list[int], epoch: Epoch, after: int) -> None:
+    """:func:`apply_change` with the MERGE source computed with Arrow on the driver (small
+    changes, small outputs): no Spark job. ``old``: each change row's copies in the output
+    when it loses copies (:func:`_old_copies`).
+
+    A change that only adds copies is an append, and one that removes every stored row (a
+    global aggregate's one row, a handful of groups all touched) an overwrite by the rows
+    it keeps: the same rows and the same change feed as the MERGE, without its join."""
     take: list[int] = []  # row index, once per MERGE source row
     ops: list[str] = []
     copies: list[int] = []
@@ -117,8 +123,15 @@ def _bag_change_on_driver(change: pa.Table, names: list[str], snap: SnapshotFile
         take.extend([i] * keep)
         ops.extend(["ins"] * keep)
         copies.extend(range(1, keep + 1))
+    deleting = "del" in ops
+    if not deleting or sum(old) == row_count(uri, after) <= REPLACED_ROWS:
+        inserted = [i for i, op in zip(take, ops) if op == "ins"]
+        if inserted or deleting:
+            write_bag_rows(uri, change.select(names).take(pa.array(inserted, pa.int64())), replace=deleting, epoch=epoch, after=after)
+        return
     rows = change.select(names).take(pa.array(take, pa.int64()))
-    return rows.append_column(_OP, pa.array(ops, pa.string())).append_column(_COPY, pa.array(copies, pa.int64()))
+    source = rows.append_column(_OP, pa.array(ops, pa.string())).append_column(_COPY, pa.array(copies, pa.int64()))
+    apply_bag_change(uri, source, columns=names, epoch=epoch, after=after)
 
 
 def _old_copies(change: pa.Table, names: list[str], snap: SnapshotFiles) -> list[int] | None:
