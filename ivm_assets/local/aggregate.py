@@ -20,8 +20,12 @@ from ivm_assets.zset import BUCKET, WEIGHT
 class AggregateVisits:
     # --- aggregate: per touched group −old row +new row ----------------------------------
     def visit_AggregateOp(self, op: AggregateOp) -> pa.Table:
-        delta = self.consolidate(self.change(op.input), op.input.columns)
-        if not op.keys:
+        # The input is consolidated as the rule wants it. Only MIN / MAX / COUNT(DISTINCT)
+        # read it beside the partials: without them the consolidation is bound into the
+        # partials' query (a statement less; its rows and types are the input's).
+        raw = self.change(op.input)
+        delta = raw if not op.values else self.consolidate(raw, op.input.columns)
+        if not op.keys and op.values:
             delta = delta.append_column(GLOBAL, pa.array([0] * delta.num_rows, pa.int32()))
         rule = op.rule(tuple(spark_type_name(delta.schema.field(a.arg).type) if a.arg else None for a in op.aggs), self.ctx.ansi)
         for i, a in enumerate(op.aggs):
@@ -39,7 +43,11 @@ class AggregateVisits:
         keys, names = op.group_keys, [*op.group_keys, *op.partials]
         state_types = self._state_schema(op.groups)
         delta_rel = rel.Input("delta", tuple(delta.column_names))
-        partials = self._computed(rule.partials(delta_rel), {"delta": delta})
+        if op.values:
+            partials = self._computed(rule.partials(delta_rel), {"delta": delta})
+        else:
+            consolidated = rel.Consolidate(rel.Input("raw", tuple(raw.column_names)), op.input.columns)
+            partials = self._computed(rel.bound(rule.partials(delta_rel), "delta", consolidated), {"raw": raw})
         # Keys and partials typed as stored (a key DuckDB widened would not match the state's
         # on the driver); the flags after them as computed.
         flags = [n for n in partials.column_names if n not in names]

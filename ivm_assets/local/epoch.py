@@ -165,13 +165,15 @@ class LocalEpoch(RuleVisits, AggregateVisits, TopKVisits):
     def _linear(self, op: ScanOp | FilterOp | ProjectOp) -> tuple[rel.Rel, dict[str, pa.Table]]:
         """``op``'s rule and the table it reads. A scan or filter below it that has not been
         computed yet is not computed on its own: its rule is bound into ``op``'s, and the
-        chain is one query (a statement costs ~1 ms whatever its rows). Only those two are
-        inlined: their columns pass through with their types, so ``op``'s own expressions
-        are translated over the same types as if its input had been computed first."""
+        chain is one query (a statement costs ~1 ms whatever its rows). Only those two and
+        projections that prune or rename are inlined: their columns pass through with their
+        types, so ``op``'s own expressions are translated over the same types as if its
+        input had been computed first."""
         if isinstance(op, ScanOp):
             return op.rule, {"change": self.changes[op.relation]}
         child = op.input
-        if isinstance(child, (ScanOp, FilterOp)) and child.id not in self._done:
+        inlined = isinstance(child, (ScanOp, FilterOp)) or isinstance(child, ProjectOp) and child.passes_through
+        if inlined and child.id not in self._done:
             inner, tables = self._linear(child)
             return rel.bound(op.rule, "change", inner), tables
         return op.rule, {"change": self.change(child)}

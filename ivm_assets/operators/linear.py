@@ -13,6 +13,7 @@ from pyspark.sql import DataFrame
 
 from ivm_assets.operators.base import EpochContext, Operator
 from ivm_assets.rules import linear, rel, render_spark
+from ivm_assets.sql.plan import q
 
 
 class ScanOp(Operator):
@@ -73,6 +74,13 @@ class ProjectOp(Operator):
     @property
     def rule(self) -> rel.Rel:
         return linear.project(self.input.columns, self.exprs)
+
+    @property
+    def passes_through(self) -> bool:
+        """Every column is an input column as it is (a pruning or renaming projection), so
+        each has its input's type."""
+        inputs = {q(c) for c in self.input.columns}
+        return all(sql in inputs for _, sql in self.exprs)
 
     def step(self, ctx: EpochContext) -> DataFrame:
         return render_spark.render(self.rule, {"change": self.input.step(ctx)})
