@@ -78,7 +78,14 @@ class ProjectOp(Operator):
     @property
     def passes_through(self) -> bool:
         """Every column is an input column as it is (a pruning or renaming projection), so
-        each has its input's type."""
+        each has its input's type.
+
+        >>> scan = ScanOp("s", "orders", ("id", "amount"), ("id", "amount"))
+        >>> ProjectOp("p", scan, (("key", "`id`"),)).passes_through
+        True
+        >>> ProjectOp("p", scan, (("key", "`id` + 1"),)).passes_through
+        False
+        """
         inputs = {q(c) for c in self.input.columns}
         return all(sql in inputs for _, sql in self.exprs)
 
