@@ -6,7 +6,7 @@ phase of the refresh is timed by a wrapper (a few microseconds a call, where cPr
 doubles the cost of Python-heavy code) and the medians over the batches are printed: reading
 the change, the in-process epoch and inside it its DuckDB statements,
 consolidations and state reads, the commits and the output's change (a MERGE, or an
-append or overwrite), compiling and planning.
+overwrite), compiling and planning.
 
     python benchmarks/refresh_phases.py --sf 1 --views q01,q06,q14 --batches 4
 
@@ -47,7 +47,7 @@ PHASES = (
     (execute, "_commit", "commits"),
     (output, "apply_change", "  output change applied"),
     (output, "apply_bag_change", "    as a MERGE"),
-    (output, "write_bag_rows", "    as an append or overwrite"),
+    (output, "write_output_rows", "    as an overwrite"),
     (project.IvmProject, "compile", "compile"),
     (refresh, "_plan_epoch", "plan the epoch"),
 )

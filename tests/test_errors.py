@@ -361,6 +361,21 @@ def test_lost_files_under_auto_rebuild_the_view(builder, engine, lost):
     assert_oracle(project)
 
 
+def test_a_lost_output_file_is_noticed_by_a_change_that_replaces_every_row(builder, engine):
+    """A change that removes every stored row is written without a MERGE (engine.output);
+    it still reads the rows it removes, so a lost output file rebuilds the view, as a
+    MERGE's read of the output does."""
+    _shop(builder)
+    builder.view("v", "SELECT COUNT(*) AS n, SUM(amount) AS total FROM orders")
+    project = builder.load()
+    project.refresh()
+    _lose_files(f"{project.location('v').output}/**/*.parquet")
+    _new_order(builder, 4, 1)
+    (result,) = project.refresh()
+    assert result.mode == "full" and "the output table" in result.reason and "lost a data file" in result.reason
+    assert_oracle(project)
+
+
 def test_lost_state_file_under_incremental_is_a_clear_error(builder, engine):
     _shop(builder)
     builder.view("v", JOINED, refresh="incremental")

@@ -120,25 +120,25 @@ def apply_bag_change(uri: str, change: pa.Table, *, columns: list[str], epoch: E
     return commit_epoch(uri, epoch, after, attempt)
 
 
-def write_bag_rows(uri: str, rows: pa.Table, *, replace: bool, epoch: Epoch, after: int) -> bool:
-    """Apply to a bag table the one kind of change that needs no MERGE, right after version
-    ``after``: ``rows`` appended (``replace`` False: the change only adds copies), or every
-    stored row replaced by ``rows`` (``replace`` True: the change removes every stored copy).
+def write_output_rows(uri: str, rows: pa.Table, *, epoch: Epoch, after: int) -> bool:
+    """Replace every stored row of a bag table by ``rows``, right after version ``after``:
+    the one kind of bag change that needs no MERGE (see :func:`apply_bag_change`), when the
+    change removes every stored copy.
 
-    Its change data feed is what :func:`apply_bag_change`'s MERGE would record: the removed
-    files' rows as deletes, ``rows`` as inserts. The replacement is an overwrite *with a
-    predicate* (``true``), which change readers take as rows changed, not as the table
-    replaced (see :func:`~ivm_assets.engine.changes.unusable_range`), and ``rows`` are cast
-    to the table's schema, which the write leaves as it is. delta-rs plans no join for
-    either: a few milliseconds, where a MERGE of a few rows takes ~20 ms.
+    Its change data feed is what the MERGE would record: the removed files' rows as
+    deletes, ``rows`` as inserts. It is an overwrite *with a predicate* (``true``), which
+    change readers take as rows changed, not as the table replaced (see
+    :func:`~ivm_assets.engine.changes.unusable_range`), and ``rows`` are cast to the table's
+    schema, which the write leaves as it is. delta-rs plans no join for it: a few
+    milliseconds, where a MERGE of a few rows takes ~20 ms.
     """
 
     def attempt(at: int | None) -> bool:
         target = writable(uri, at)
         schema = pa.schema(target.schema().to_arrow())
         write_deltalake(
-            target, rows.select(schema.names).cast(schema), mode="overwrite" if replace else "append",
-            predicate="true" if replace else None, commit_properties=epoch.commit_properties(),
+            target, rows.select(schema.names).cast(schema), mode="overwrite", predicate="true",
+            commit_properties=epoch.commit_properties(),
         )
         keep_moved(uri, target, at)
         return True

@@ -126,7 +126,7 @@ def unusable_range(
             return f"source {name} was {_REWRITES[operation]} at version {version}"
         if operation.startswith("WRITE") or operation.startswith("CREATE"):
             # With a predicate (a replaceWhere; ivm replacing a small view output's every
-            # row, delta.write.write_bag_rows), the feed holds the rows it changed.
+            # row, delta.write.write_output_rows), the feed holds the rows it changed.
             if str(params.get("mode", "")).lower() == "overwrite" and not params.get("predicate"):
                 return f"source {name} was overwritten at version {version}"
         if operation in _COLUMN_OPERATIONS and isinstance(recorded_schema, dict):

@@ -5,8 +5,8 @@ refresh computes, for each distinct row whose multiplicity changes, its count be
 from the output as of the epoch's start, only for rows that lose copies) and after, then
 replaces all copies of that row by the right number in one MERGE. For a small change to a
 small output that computation runs with Arrow on the driver; otherwise Spark does it. On the
-driver, a change that only adds copies is appended, and one that removes every stored row is
-written as the output's new contents: one commit either way, with the MERGE's change feed.
+driver, a change that removes every stored row of a small output is written as its new
+contents instead: one commit either way, with the MERGE's change feed.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from ivm_assets.delta.commit import Epoch
 from ivm_assets.delta.read import read_snapshot_sized
 from ivm_assets.delta.row_groups import read_files_arrow
 from ivm_assets.delta.snapshot import SnapshotFiles, row_count, snapshot_files
-from ivm_assets.delta.write import apply_bag_change, overwrite_epoch, write_bag_rows
+from ivm_assets.delta.write import apply_bag_change, overwrite_epoch, write_output_rows
 from ivm_assets.operators.base import Batch, col, copies, null_safe_match
 from ivm_assets.state import consolidate, driver_rows
 from ivm_assets.state.arrangement import DRIVER_READ_BYTES, LARGE_READ_BYTES
@@ -108,9 +108,11 @@ def _apply_on_driver(uri: str, change: pa.Table, names: list[str], old: list[int
     changes, small outputs): no Spark job. ``old``: each change row's copies in the output
     when it loses copies (:func:`_old_copies`).
 
-    A change that only adds copies is an append, and one that removes every stored row (a
-    global aggregate's one row, a handful of groups all touched) an overwrite by the rows
-    it keeps: the same rows and the same change feed as the MERGE, without its join."""
+    A change that removes every stored row (a global aggregate's one row, a handful of
+    groups all touched) is an overwrite by the rows it keeps: the same rows and the same
+    change feed as the MERGE, without its join. (A change that only adds copies stays a
+    MERGE: an append would add a file per epoch to an output nothing compacts, and would
+    not read the output's files, which is how a lost one is noticed.)"""
     take: list[int] = []  # row index, once per MERGE source row
     ops: list[str] = []
     copies: list[int] = []
@@ -123,11 +125,9 @@ def _apply_on_driver(uri: str, change: pa.Table, names: list[str], old: list[int
         take.extend([i] * keep)
         ops.extend(["ins"] * keep)
         copies.extend(range(1, keep + 1))
-    deleting = "del" in ops
-    if not deleting or sum(old) == row_count(uri, after) <= REPLACED_ROWS:
+    if "del" in ops and sum(old) == row_count(uri, after) <= REPLACED_ROWS:
         inserted = [i for i, op in zip(take, ops) if op == "ins"]
-        if inserted or deleting:
-            write_bag_rows(uri, change.select(names).take(pa.array(inserted, pa.int64())), replace=deleting, epoch=epoch, after=after)
+        write_output_rows(uri, change.select(names).take(pa.array(inserted, pa.int64())), epoch=epoch, after=after)
         return
     rows = change.select(names).take(pa.array(take, pa.int64()))
     source = rows.append_column(_OP, pa.array(ops, pa.string())).append_column(_COPY, pa.array(copies, pa.int64()))

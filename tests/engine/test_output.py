@@ -56,11 +56,11 @@ def _feed(uri: str, version: int) -> list[tuple]:
     return sorted((*k, w) for k, w in net.items() if w)
 
 
-def test_changes_that_replace_every_row_or_only_add_rows_are_written_without_a_merge(builder, engine):
+def test_a_change_that_replaces_every_row_is_written_without_a_merge(builder, engine):
     """A change that removes every stored row (a global aggregate's one row; duplicates
-    losing one copy) overwrites the output with the rows it keeps, one that only adds
-    rows appends them: the same rows and change feed as a MERGE, and a view reading the
-    output stays incremental. A change that keeps some stored rows is still a MERGE."""
+    losing one copy) overwrites the output with the rows it keeps: the same rows and change
+    feed as a MERGE, and a view reading the output stays incremental. A change that keeps
+    some stored rows, or only adds rows, is still a MERGE."""
     uri = builder.source("src", {"k": pa.array([1, 2, 3], pa.int64()), "g": ["a", "a", "b"]})
     builder.view("total", "SELECT COUNT(*) AS n, SUM(k) AS s FROM src")
     builder.view("groups", "SELECT g FROM src")  # a bag: "a" twice
@@ -68,7 +68,7 @@ def test_changes_that_replace_every_row_or_only_add_rows_are_written_without_a_m
     builder.view("per_group", "SELECT g, COUNT(*) AS n FROM groups GROUP BY g")  # reads every kind of commit below
     project = builder.load()
     project.refresh()
-    replaced, appended = project.location("total").output, project.location("groups").output
+    replaced, merged = project.location("total").output, project.location("groups").output
 
     write_deltalake(uri, pa.table({"k": pa.array([4], pa.int64()), "g": ["c"]}), mode="append")
     results = project.refresh()
@@ -78,29 +78,29 @@ def test_changes_that_replace_every_row_or_only_add_rows_are_written_without_a_m
     assert _feed(replaced, version) == [(3, 6, -1), (4, 10, 1)]
     if engine == "in process":
         assert _last_commit(replaced) == ("WRITE", {"mode": "Overwrite", "predicate": "true"})
-        assert _last_commit(appended)[1]["mode"] == "Append"
+        assert _last_commit(merged)[0] == "MERGE"  # only adds a row
     assert_oracle(project)
 
     DeltaTable(uri).delete("k = 1")  # "a" loses one of its two copies: every stored "a" goes, one comes back
     project.refresh(["groups"])
     if engine == "in process":
-        assert _last_commit(appended)[0] == "MERGE"  # "b" and "c" stay
+        assert _last_commit(merged)[0] == "MERGE"  # "b" and "c" stay
     DeltaTable(uri).delete("k <> 2")
     project.refresh(["groups"])
-    version = DeltaTable(appended).version()
-    assert _feed(appended, version) == [("b", -1), ("c", -1)]
+    version = DeltaTable(merged).version()
+    assert _feed(merged, version) == [("b", -1), ("c", -1)]
     write_deltalake(uri, pa.table({"k": pa.array([5], pa.int64()), "g": ["a"]}), mode="append")
     project.refresh(["groups"])
     DeltaTable(uri).delete("k = 2")  # one of the only two rows, both "a": rewritten as one "a"
     project.refresh(["groups"])
     if engine == "in process":
-        assert _last_commit(appended)[0] == "WRITE"
-    assert _feed(appended, DeltaTable(appended).version()) == [("a", -1)]
-    assert DeltaTable(appended).to_pyarrow_table().column("g").to_pylist() == ["a"]
+        assert _last_commit(merged)[0] == "WRITE"
+    assert _feed(merged, DeltaTable(merged).version()) == [("a", -1)]
+    assert DeltaTable(merged).to_pyarrow_table().column("g").to_pylist() == ["a"]
     DeltaTable(uri).delete("k = 5")  # the last row goes: the output is empty
     assert_engine(project.refresh(), engine)
     if engine == "in process":
-        assert _last_commit(appended)[0] == "WRITE"
-    assert DeltaTable(appended).to_pyarrow_table().num_rows == 0
+        assert _last_commit(merged)[0] == "WRITE"
+    assert DeltaTable(merged).to_pyarrow_table().num_rows == 0
     assert DeltaTable(project.location("per_group").output).to_pyarrow_table().num_rows == 0
     assert_oracle(project)
