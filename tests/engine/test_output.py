@@ -43,17 +43,14 @@ def _last_commit(uri: str) -> tuple[str, dict]:
 
 
 def _feed(uri: str, version: int) -> list[tuple]:
-    """The change feed of one commit, netted: (row..., weight) with weights summed per row."""
+    """The change feed of one commit, consolidated: sorted (row..., weight) tuples."""
     from ivm_assets.delta.read import read_changes
+    from ivm_assets.state.consolidate import in_arrow
     from ivm_assets.zset import WEIGHT
 
     changes = read_changes(uri, after=version - 1, upto=version)
-    names = [n for n in changes.column_names if n != WEIGHT]
-    net: dict[tuple, int] = {}
-    for row in changes.to_pylist():
-        key = tuple(row[n] for n in names)
-        net[key] = net.get(key, 0) + row[WEIGHT]
-    return sorted((*k, w) for k, w in net.items() if w)
+    netted = in_arrow(changes, [n for n in changes.column_names if n != WEIGHT])
+    return sorted(tuple(row.values()) for row in netted.to_pylist())
 
 
 def test_a_change_that_replaces_every_row_is_written_without_a_merge(builder, engine):
