@@ -121,11 +121,15 @@ def footer(uri: str, size: int) -> Footer:
     return made
 
 
-def row_groups(file: Footer, groups: list[int], *, keep: bool = True) -> tuple[list[pa.Table], int]:
-    """The rows of ``groups`` of ``file`` (normalized: see ``spark.arrow.normalize_table``),
-    decoded now or earlier, and how many were decoded now; ``keep=False`` for a one-off read
-    of files about to be replaced (a compaction), which should not push out what lookups
-    will ask for again."""
+def row_groups(file: Footer, groups: list[int], schema: pa.Schema, *, keep: bool = True) -> tuple[list[pa.Table], int]:
+    """The rows of ``groups`` of ``file`` with exactly ``schema``'s columns and types (see
+    :func:`conformed`), decoded now or earlier, and how many were decoded now; ``keep=False``
+    for a one-off read of files about to be replaced (a compaction), which should not push
+    out what lookups will ask for again.
+
+    A group is held as conformed, so a later read with the same schema takes it as it is:
+    files Spark wrote declare ``__w`` NOT NULL where the Delta schema does not, and
+    conforming every group again at every lookup cost more than the lookup's key filter."""
     found: dict[int, pa.Table] = {}
     with _lock:
         for group in groups:
@@ -133,18 +137,37 @@ def row_groups(file: Footer, groups: list[int], *, keep: bool = True) -> tuple[l
             if table is not None:
                 _groups.move_to_end((file.stamp, group))
                 found[group] = table
+    budget = budget_bytes() if keep else 0
+    for group, table in list(found.items()):
+        if table.schema != schema:
+            found[group] = table = conformed(table, schema)
+            if budget > 0:
+                _keep((file.stamp, group), table, budget, replace=True)
     missing = sorted({g for g in groups if g not in found})
     if missing:
-        budget = budget_bytes() if keep else 0
         # One read of every missing group (on an object store, one request for the lot).
         rows = _reading(file.path, lambda: file.fragment.subset(row_group_ids=missing).to_table())
         start = 0
         for group in missing:
-            found[group] = table = normalize_table(rows.slice(start, file.rows[group]))
+            found[group] = table = conformed(rows.slice(start, file.rows[group]), schema)
             start += file.rows[group]
             if budget > 0:
                 _keep((file.stamp, group), table, budget)
     return [found[g] for g in groups], len(missing)
+
+
+def conformed(rows: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``rows`` (normalized: see ``spark.arrow.normalize_table``) with exactly ``schema``'s
+    columns and types, missing columns as NULLs: files written at different times may hold
+    string_view or string, or lack a column added since."""
+    rows = normalize_table(rows)
+    if rows.schema == schema:
+        return rows
+    names = set(rows.column_names)
+    return pa.table(
+        [rows.column(f.name).cast(f.type) if f.name in names else pa.nulls(rows.num_rows, f.type) for f in schema],
+        schema=schema,
+    )
 
 
 def _reading(uri: str, read):
@@ -185,14 +208,17 @@ def remember(file: Footer, rows: pa.Table, key: str) -> bool:
     return True
 
 
-def _keep(key: tuple[Stamp, int], table: pa.Table, budget: int) -> None:
+def _keep(key: tuple[Stamp, int], table: pa.Table, budget: int, *, replace: bool = False) -> None:
+    """Hold ``table`` under ``key`` (``replace``: instead of what is held there)."""
     global _held_bytes
     size = table.nbytes
     if size > budget:
         return
     with _lock:
         if key in _groups:
-            return
+            if not replace:
+                return
+            _held_bytes -= _groups.pop(key).nbytes
         _groups[key] = table
         _held_bytes += size
         while _held_bytes > budget:

@@ -15,7 +15,6 @@ import pyarrow.compute as pc
 
 from ivm_assets.delta import parquet_cache
 from ivm_assets.delta.snapshot import SnapshotFiles, file_key, normalize_schema_of, partition_values
-from ivm_assets.spark.arrow import normalize_table
 from ivm_assets.zset import normal_floats
 
 
@@ -124,8 +123,8 @@ def read_row_groups(chosen: RowGroups, *, cost: ReadCost | None = None, keep: bo
         by_file.setdefault(file.stamp, (file, []))[1].append(group)
     parts = [chosen.schema.empty_table()]
     for file, groups in by_file.values():
-        tables, decoded = parquet_cache.row_groups(file, groups, keep=keep)
-        parts.extend(t if t.schema == chosen.schema else _conform(t, chosen.schema) for t in tables)
+        tables, decoded = parquet_cache.row_groups(file, groups, chosen.schema, keep=keep)
+        parts.extend(tables)
         if cost is not None:
             cost.decoded += decoded
     rows = pa.concat_tables(parts)
@@ -173,13 +172,3 @@ def stats_exclude(stats: tuple[object, object, int | None] | None, wanted: list,
         return first == len(wanted) or wanted[first] > high
     except TypeError:  # statistics of a type the values do not compare with
         return False
-
-
-def _conform(rows: pa.Table, schema: pa.Schema) -> pa.Table:
-    """``rows`` with exactly ``schema``'s columns and types (missing columns as NULLs)."""
-    rows = normalize_table(rows)
-    names = set(rows.column_names)
-    return pa.table(
-        [rows.column(f.name).cast(f.type) if f.name in names else pa.nulls(rows.num_rows, f.type) for f in schema],
-        schema=schema,
-    )

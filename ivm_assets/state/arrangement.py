@@ -51,8 +51,11 @@ DRIVER_READ_BYTES = 256 << 20
 # A full refresh's state of up to this many rows (a count it knows) is written from the
 # driver by delta-rs: cheaper than a Spark write job for a few groups or a small dimension.
 DRIVER_WRITE_ROWS = 50_000
-# Rows per parquet row group in state files: the unit a key-range lookup can skip.
-ROW_GROUP_ROWS = 4096
+# Rows per parquet row group in state files: the unit a key-range lookup can skip, and so
+# what one scattered key costs to decode. 1,024 against 4,096 (TPC-H SF 1, 1,500 random
+# orders a batch): state reads of Q3/Q5/Q10 15–35 % faster, full builds unchanged; 512
+# read slower again (pyarrow's cost per group).
+ROW_GROUP_ROWS = 1024
 
 
 class StateRead:

@@ -24,6 +24,9 @@ def _footer(path: str) -> parquet_cache.Footer:
     return parquet_cache.footer(path, os.path.getsize(path))
 
 
+SCHEMA = pa.schema({"k": pa.int64(), "v": pa.string()})
+
+
 def _write(path: str, values: range, group_rows: int = 100) -> None:
     pq.write_table(pa.table({"k": pa.array(values, pa.int64()), "v": pa.array([str(v) for v in values])}), path, row_group_size=group_rows)
 
@@ -32,13 +35,30 @@ def test_a_warm_read_returns_the_rows_a_cold_read_decoded(tmp_path):
     path = str(tmp_path / "a.parquet")
     _write(path, range(400))
     file = _footer(path)
-    cold, decoded = parquet_cache.row_groups(file, [1, 3])
+    cold, decoded = parquet_cache.row_groups(file, [1, 3], SCHEMA)
     assert parquet_cache.held_bytes() > 0 and decoded == 2
-    warm, decoded = parquet_cache.row_groups(_footer(path), [3, 1])
+    warm, decoded = parquet_cache.row_groups(_footer(path), [3, 1], SCHEMA)
     assert decoded == 0
     assert [t.column("k").to_pylist()[0] for t in cold] == [100, 300]
     assert warm[0].equals(cold[1]) and warm[1].equals(cold[0])
     assert _footer(path) is file  # the footer was read once
+
+
+def test_a_group_is_held_as_conformed_to_the_schema_asked_for(tmp_path):
+    # Spark's files declare __w NOT NULL where the Delta schema does not: the group is
+    # conformed once, and later reads with that schema take the held table as it is.
+    path = str(tmp_path / "a.parquet")
+    strict = pa.schema([pa.field("k", pa.int64(), nullable=False), pa.field("v", pa.string())])
+    pq.write_table(pa.table({"k": range(200), "v": [str(v) for v in range(200)]}, schema=strict), path, row_group_size=100)
+    first, decoded = parquet_cache.row_groups(_footer(path), [1], SCHEMA)
+    assert decoded == 1 and first[0].schema == SCHEMA
+    again, decoded = parquet_cache.row_groups(_footer(path), [1], SCHEMA)
+    assert decoded == 0 and again[0] is first[0]
+    # Asked for with a column added since the file was written: NULLs, held that way next.
+    wider = SCHEMA.append(pa.field("w", pa.int64()))
+    added, _ = parquet_cache.row_groups(_footer(path), [1], wider)
+    assert added[0].schema == wider and added[0].column("w").null_count == 100
+    assert parquet_cache.row_groups(_footer(path), [1], wider)[0][0] is added[0]
 
 
 def test_a_file_rewritten_at_the_same_path_is_read_again(tmp_path):
@@ -46,9 +66,9 @@ def test_a_file_rewritten_at_the_same_path_is_read_again(tmp_path):
     # on the size the log records, so a file of another size at the same path is read again.
     path = str(tmp_path / "a.parquet")
     _write(path, range(400))
-    before = parquet_cache.row_groups(_footer(path), [0])[0][0]
+    before = parquet_cache.row_groups(_footer(path), [0], SCHEMA)[0][0]
     _write(path, range(1000, 1600))
-    after = parquet_cache.row_groups(_footer(path), [0])[0][0]
+    after = parquet_cache.row_groups(_footer(path), [0], SCHEMA)[0][0]
     assert before.column("k")[0].as_py() == 0 and after.column("k")[0].as_py() == 1000
     assert _footer(path).stats("k")[0][:2] == (1000, 1099)
 
@@ -57,14 +77,14 @@ def test_the_budget_bounds_what_is_held_and_zero_turns_it_off(tmp_path, monkeypa
     path = str(tmp_path / "a.parquet")
     _write(path, range(2000))
     file = _footer(path)
-    one_group = parquet_cache.row_groups(file, [0])[0][0].nbytes
+    one_group = parquet_cache.row_groups(file, [0], SCHEMA)[0][0].nbytes
     parquet_cache.clear()
     monkeypatch.setenv(STATE_CACHE_ENV, str(3.5 * one_group / (1 << 20)))
-    parquet_cache.row_groups(_footer(path), list(range(20)))
+    parquet_cache.row_groups(_footer(path), list(range(20)), SCHEMA)
     assert 0 < parquet_cache.held_bytes() <= 3.5 * one_group
     parquet_cache.clear()
     monkeypatch.setenv(STATE_CACHE_ENV, "0")
-    rows, _ = parquet_cache.row_groups(_footer(path), [0, 5])
+    rows, _ = parquet_cache.row_groups(_footer(path), [0, 5], SCHEMA)
     assert parquet_cache.held_bytes() == 0 and rows[1].column("k")[0].as_py() == 500
 
 
