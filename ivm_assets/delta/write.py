@@ -79,13 +79,14 @@ def _cache_written(uri: str, version: int, table: pa.Table, partition_by: list[s
         values = add.get("partitionValues") or {}
         file = (f"{root}/{unquote(add['path'])}", int(add["size"]))
         by_value.setdefault(values.get(partition_by[0]) if partition_by else None, []).append(file)
+    # The partition column as Delta records its values (text), cast once for every file.
+    as_text = pc.cast(table.column(partition_by[0]), pa.string()) if partition_by else None
     for value, files in by_value.items():
         if len(files) != 1:
             continue
         rows = table
-        if partition_by:
-            column = table.column(partition_by[0])
-            wanted = pc.is_null(column) if value is None else pc.equal(pc.cast(column, pa.string()), value)
+        if as_text is not None:
+            wanted = pc.is_null(as_text) if value is None else pc.equal(as_text, value)
             rows = table.filter(wanted).drop_columns(partition_by)
         parquet_cache.remember(parquet_cache.footer(*files[0]), rows, key)
 
