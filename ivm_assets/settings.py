@@ -25,7 +25,8 @@ process runs it. A project's own ``spark:`` settings win over ``IVM_SPARK_MASTER
 
 The environment is read on each call, not cached at import: a long-lived process (a Dagster
 code server, a test run) sees a variable set after it started. Reading it costs
-microseconds (the values are parsed once per combination). Crash injection for the tests is not a setting: :mod:`ivm_assets.testing`.
+microseconds (the values are parsed once per combination). Crash injection for the tests
+is not a setting: :mod:`ivm_assets.testing`.
 
 >>> current({"IVM_SMALL_EPOCHS": "Spark", "IVM_STATE_CACHE_MB": "0.5"}).small_epochs
 'spark'
