@@ -53,8 +53,8 @@ DRIVER_READ_BYTES = 256 << 20
 DRIVER_WRITE_ROWS = 50_000
 # Rows per parquet row group in state files: the unit a key-range lookup can skip, and so
 # what one scattered key costs to decode. 1,024 against 4,096 (TPC-H SF 1, 1,500 random
-# orders a batch): state reads of Q3 and Q5 16–36 % faster, Q10's level, full builds unchanged; 512
-# read slower again (pyarrow's cost per group).
+# orders a batch): state reads of Q3 and Q5 16–36 % faster, Q10's level, full builds
+# unchanged; 512 read slower again (pyarrow's cost per group).
 ROW_GROUP_ROWS = 1024
 
 
