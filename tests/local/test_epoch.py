@@ -3,6 +3,7 @@ and the epoch goes to Spark, with the reason recorded, wherever a rule is missin
 
 from __future__ import annotations
 
+import warnings
 from decimal import Decimal
 
 import duckdb
@@ -166,3 +167,17 @@ def test_a_statement_reads_the_tables_it_is_given_and_nothing_else():
     assert arrow_query(con, "SELECT sum(x) AS s FROM rows", {"rows": rows}).to_pylist() == [{"s": 3}]
     with pytest.raises(duckdb.Error, match="other"):
         arrow_query(con, "SELECT * FROM other", {"rows": rows})
+
+
+def test_a_statement_gives_its_rows_and_types_and_warns_of_nothing():
+    """arrow_query runs a DB-API statement (one parse and bind, where a relation takes two),
+    whose Arrow result DuckDB 2 warns about: the caller sees the rows with DuckDB's types,
+    and no warning."""
+    con = duckdb.connect()
+    rows = pa.table({"k": pa.array([3, 1, 2] * 50_000, pa.int32()), "v": pa.array([Decimal("1.5")] * 150_000, pa.decimal128(10, 2))})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = arrow_query(con, "SELECT k, sum(v) AS s FROM rows GROUP BY k ORDER BY k", {"rows": rows})
+        assert arrow_query(con, "SELECT * FROM rows", {"rows": rows}).equals(rows)
+    assert out.schema == pa.schema([("k", pa.int32()), ("s", pa.decimal128(38, 2))])
+    assert out.to_pylist() == [{"k": k, "s": Decimal("75000.00")} for k in (1, 2, 3)]
