@@ -47,6 +47,8 @@ def arrow_query(con: duckdb.DuckDBPyConnection, query: str, tables: dict[str, pa
     with warnings.catch_warnings():
         # DuckDB 2 advises con.sql(query).to_arrow_table(), which copies fewer rows; at the
         # sizes of an epoch's statements the second parse and bind cost more than the copy.
+        # (The filters are the process's: two threads here at once can at worst let one
+        # such warning through, or keep this filter after both.)
         warnings.filterwarnings("ignore", message="Arrow output on a DB-API result", category=UserWarning)
         exec(_QUERY, namespace)  # noqa: S102 - a fixed statement; the tables are its only variables
     return namespace["__ivm_out"]
