@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Literal
 from urllib.parse import unquote
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import CommitProperties, WriterProperties, write_deltalake
@@ -79,16 +80,34 @@ def _cache_written(uri: str, version: int, table: pa.Table, partition_by: list[s
         values = add.get("partitionValues") or {}
         file = (f"{root}/{unquote(add['path'])}", int(add["size"]))
         by_value.setdefault(values.get(partition_by[0]) if partition_by else None, []).append(file)
-    # The partition column as Delta records its values (text), cast once for every file.
-    as_text = pc.cast(table.column(partition_by[0]), pa.string()) if partition_by else None
+    runs = _runs(table.column(partition_by[0])) if partition_by else {}
+    as_text = None
     for value, files in by_value.items():
         if len(files) != 1:
             continue
         rows = table
-        if as_text is not None:
+        if partition_by and value in runs:
+            rows = table.slice(*runs[value]).drop_columns(partition_by)
+        elif partition_by:
+            # The partition column as Delta records its values (text), cast once for every file.
+            as_text = pc.cast(table.column(partition_by[0]), pa.string()) if as_text is None else as_text
             wanted = pc.is_null(as_text) if value is None else pc.equal(as_text, value)
             rows = table.filter(wanted).drop_columns(partition_by)
         parquet_cache.remember(parquet_cache.footer(*files[0]), rows, key)
+
+
+def _runs(column: pa.ChunkedArray) -> dict[str, tuple[int, int]]:
+    """Where each value of an integer partition column lies in the rows (as Delta records
+    it, text → (offset, length)), when every value lies in one run (the rows of a state
+    append are sorted by bucket); else, or for other columns, nothing (the caller filters).
+    A slice per partition costs nothing, where a filter per partition cost ~0.1 ms each."""
+    if not pa.types.is_integer(column.type) or column.null_count or len(column) == 0:
+        return {}
+    values = column.to_numpy()
+    starts = [0, *(np.flatnonzero(values[1:] != values[:-1]) + 1).tolist()]
+    ends = [*starts[1:], len(values)]
+    found = {str(int(values[s])): (s, e - s) for s, e in zip(starts, ends)}
+    return found if len(found) == len(starts) else {}
 
 
 def apply_bag_change(uri: str, change: pa.Table, *, columns: list[str], epoch: Epoch, after: int) -> bool:
