@@ -14,6 +14,10 @@ process runs it. A project's own ``spark:`` settings win over ``IVM_SPARK_MASTER
 ``IVM_SMALL_BUILD_ROWS``      a full build whose sources hold at most this many rows runs
                               as a small one in Spark (default 50000; ``0``: never, nor in
                               process, see :mod:`ivm_assets.engine.execute`)
+``IVM_PROCESS_BUILD_MB``      a full build whose sources' columns it reads take at most
+                              this many MiB as Arrow runs in process where its rules
+                              translate (default: 1/32 of the memory this process may use;
+                              ``0``: never, see :mod:`ivm_assets.engine.execute`)
 ``IVM_STATE_CACHE_MB``        state row groups kept in memory between refreshes (default: a
                               quarter of the memory this process may use, see
                               :func:`usable_memory`; ``0`` turns the cache off)
@@ -63,6 +67,12 @@ SMALL_BUILD_ROWS_ENV = "IVM_SMALL_BUILD_ROWS"
 # Raised to 100,000 it made TPC-H Q1's build 0.56x as fast (benchmarks/README.md).
 DEFAULT_SMALL_BUILD_ROWS = 50_000
 STATE_CACHE_ENV = "IVM_STATE_CACHE_MB"
+PROCESS_BUILD_ENV = "IVM_PROCESS_BUILD_MB"
+# A build in process holds its sources' columns, its state and DuckDB's work on the driver:
+# at TPC-H SF 1 the Python process peaked at ~4.5 times the sources' Arrow bytes (Q3: 370
+# MB of columns, 1.6 GiB more RSS; benchmarks/README.md, "Full builds in process"). A
+# 32nd of the memory keeps such a peak to about a seventh of it.
+PROCESS_BUILD_SHARE = 1 / 32
 
 
 @dataclass(frozen=True)
@@ -71,6 +81,7 @@ class Settings:
     spark_remote: str | None
     small_epochs: str
     small_build_rows: int
+    process_build_bytes: int
     state_cache_bytes: int
     connect_idle_s: float
     connect_dir: Path
@@ -83,7 +94,7 @@ class Settings:
 
 # Every variable :func:`current` reads (HOME: the default Connect directory).
 _NAMES = (
-    SMALL_EPOCHS_ENV, SMALL_BUILD_ROWS_ENV, STATE_CACHE_ENV, "IVM_SPARK_MASTER", "IVM_SPARK_REMOTE",
+    SMALL_EPOCHS_ENV, SMALL_BUILD_ROWS_ENV, PROCESS_BUILD_ENV, STATE_CACHE_ENV, "IVM_SPARK_MASTER", "IVM_SPARK_REMOTE",
     "IVM_SPARK_CONNECT_IDLE_S", "IVM_SPARK_CONNECT_DIR", "IVM_SPARK_CONNECT_PORT", "HOME",
 )
 
@@ -113,6 +124,10 @@ def _parse(env: Mapping[str, str]) -> Settings:
         spark_remote=env.get("IVM_SPARK_REMOTE") or None,
         small_epochs=small,
         small_build_rows=int(_number(env, SMALL_BUILD_ROWS_ENV, DEFAULT_SMALL_BUILD_ROWS, "a number of rows (e.g. 50000, or 0 for never)", integer=True)),
+        process_build_bytes=int(
+            _number(env, PROCESS_BUILD_ENV, usable_memory() * PROCESS_BUILD_SHARE / (1 << 20), "a number of MiB (e.g. 512, or 0 for never)")
+            * (1 << 20)
+        ),
         state_cache_bytes=int(
             _number(env, STATE_CACHE_ENV, usable_memory() * STATE_CACHE_SHARE / (1 << 20), "a number of MiB (e.g. 1024, or 0 to turn the cache off)")
             * (1 << 20)

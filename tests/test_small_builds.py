@@ -14,7 +14,7 @@ import pytest
 from ivm_assets.delta.write import delete_rows, write
 from ivm_assets.local import epoch as local_epoch
 from ivm_assets.errors import ChangeTooLarge, IvmError
-from ivm_assets.settings import SMALL_BUILD_ROWS_ENV, SMALL_EPOCHS_ENV, current
+from ivm_assets.settings import PROCESS_BUILD_ENV, SMALL_BUILD_ROWS_ENV, SMALL_EPOCHS_ENV, current
 from tests.conftest import assert_oracle, output_rows
 
 VIEWS = {
@@ -58,6 +58,37 @@ def test_a_build_is_small_up_to_the_limit_and_gives_the_recompute(builder, monke
 def test_a_malformed_limit_is_named_with_the_fix():
     with pytest.raises(IvmError, match=f"{SMALL_BUILD_ROWS_ENV} must be a number of rows .* found 'many'"):
         current({SMALL_BUILD_ROWS_ENV: "many"})
+    with pytest.raises(IvmError, match=f"{PROCESS_BUILD_ENV} must be a number of MiB .* found '-1'"):
+        current({PROCESS_BUILD_ENV: "-1"})
+
+
+def test_a_build_runs_in_process_while_its_sources_columns_fit_the_memory_bound(builder, monkeypatch):
+    """A build that is not small (45 source rows, limit 10) still runs in process while the
+    columns it reads fit ``IVM_PROCESS_BUILD_MB`` as Arrow; past it, in Spark, saying why:
+    told from the Delta log's row counts and the columns' types before anything is read
+    (``sales``: 40 orders × 3 BIGINT columns with the weight > 100 bytes), or counted as the
+    sources are read where strings are longer than the estimate (``ranked``: 5 regions of
+    1,000 characters). Each gives the recompute's answer, and the next epoch runs from its state."""
+    monkeypatch.setenv(SMALL_BUILD_ROWS_ENV, "10")
+    builder.source("orders", {"id": pa.array(range(1, 41), pa.int64()), "cust": pa.array([i % 5 for i in range(40)], pa.int64()),
+                              "amount": pa.array(range(40), pa.int64())})
+    builder.source("customers", {"cust": pa.array(range(5), pa.int64()), "region": [r * 1000 for r in "eueap"]})
+    for name, sql in VIEWS.items():
+        builder.view(name, sql)
+    project = builder.load()
+    built = {r.view: r for r in project.refresh()}
+    assert {view: r.engine for view, r in built.items()} == {"sales": "in process", "ranked": "in process"}
+    assert built["sales"].stats["build_source_bytes"] > 0 and "small_build_rows" not in built["sales"].stats
+    monkeypatch.setenv(PROCESS_BUILD_ENV, str(100 / (1 << 20)))
+    assert project.refresh(["sales"], full=True)[0].engine == "spark: the sources' columns take ~0 MiB as Arrow (in process up to 0 MiB, IVM_PROCESS_BUILD_MB)"
+    monkeypatch.setenv(PROCESS_BUILD_ENV, str(2000 / (1 << 20)))
+    (ranked,) = project.refresh(["ranked"], full=True)
+    assert ranked.engine.startswith("spark: the sources' columns take over "), ranked.engine
+    assert_oracle(project)
+    write(builder.uri("orders"), pa.table({"id": pa.array([41], pa.int64()), "cust": pa.array([3], pa.int64()), "amount": pa.array([7], pa.int64())}), mode="append")
+    delete_rows(builder.uri("customers"), "cust = 1")
+    assert {r.view: r.mode for r in project.refresh()} == {"sales": "incremental", "ranked": "incremental"}
+    assert_oracle(project)
 
 
 @contextmanager

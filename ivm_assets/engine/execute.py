@@ -24,6 +24,7 @@ from ivm_assets.delta import storage_errors
 from ivm_assets.delta.commit import Epoch, holds_epoch
 from ivm_assets.delta.handles import latest_version
 from ivm_assets.delta.read import read_arrow
+from ivm_assets.delta.snapshot import arrow_schema as arrow_schema_at
 from ivm_assets.delta.snapshot import row_count
 from ivm_assets.engine import changes as cdc
 from ivm_assets.engine import output
@@ -150,10 +151,8 @@ def _run_epoch(
     full = record.mode == "full"
     stats: dict[str, int] = {}
     limit = settings.current().small_build_rows
-    # A build over at most LOCAL_CHANGE_ROWS source rows may run in process (an epoch whose
-    # change is every source row); one over at most `limit` is a small build in Spark.
-    build_rows = _source_rows(relations, sources, max(limit, LOCAL_CHANGE_ROWS)) if full and small_builds and limit else None
-    small_build = build_rows is not None and build_rows <= limit
+    build_rows = _source_rows(relations, sources, limit) if full and small_builds and limit else None
+    small_build = build_rows is not None
     if small_build:
         stats["small_build_rows"] = build_rows
         notes["small_build"] = f"{build_rows} source rows"
@@ -191,16 +190,24 @@ def _run_epoch(
         return stats  # no source change reaches the view: no state or output to touch
     if large:
         notes["engine"] = f"spark: the change of {', '.join(sorted(large))} is read by the executors"
-    build_in_process = build_rows is not None and settings.current().small_epochs != "spark"
-    if build_in_process:
+    if full and small_builds and limit and settings.current().small_epochs != "spark":
         # A build in process is an epoch from empty state whose change is every source row:
         # the same rules as a small incremental epoch's (state reads find nothing, and each
         # state table and the output are written anew).
-        tables = {name: _snapshot(relations[name], s["to"], cdc.used_columns(view.root, name)) for name, s in sources.items()}
+        tables = _snapshots(view, relations, sources, settings.current().process_build_bytes, notes)
+    build_in_process = bool(tables) and full
+    if build_in_process:
+        stats["build_source_bytes"] = sum(t.nbytes for t in tables.values())
     computed = _in_process(ctx, view, tables, notes) if (build_in_process or not full) and not large else None
     if computed is not None:
         _commit(ctx, view, where, record, epoch, stats, computed, None, at_once=True)
+        if build_in_process:
+            # Its sources' columns are dropped now; Arrow's allocator keeps freed pages for
+            # reuse and would hold them (0.3-0.5 GiB after TPC-H Q3's build at SF 1).
+            pa.default_memory_pool().release_unused()
         return stats
+    if full:
+        tables = {}  # a build's source snapshots, which Spark reads again: not held meanwhile
     with _in_spark(spark, stats, small=ctx.small) as spark:
         ctx.spark = spark
         if full:
@@ -276,11 +283,50 @@ def _commit(
 COMMIT_THREADS = 4
 
 
-def _snapshot(uri: str, version: int, columns: tuple[str, ...] | None) -> pa.Table:
-    """A small source's rows at ``version`` (``columns``; all when None) as a change set of
-    insertions (weight +1), read by delta-rs: a small build's input in process."""
-    rows = read_arrow(uri, version, list(columns) if columns is not None else None)
-    return rows.append_column(WEIGHT, pa.array([1] * rows.num_rows, pa.int64()))
+def _snapshots(view: CompiledView, relations: dict[str, str], sources: dict[str, dict], budget: int, notes: dict[str, str]) -> dict[str, pa.Table]:
+    """A build's input in process: each source's rows at its version (the columns the view
+    reads) as a change set of insertions (weight +1), read by delta-rs; empty, with the
+    reason in ``notes["engine"]``, when they would take more than ``budget`` bytes as Arrow
+    (``IVM_PROCESS_BUILD_MB``): estimated from the Delta log's row counts and the columns'
+    types before anything is read, then counted as each source is read."""
+    columns = {name: cdc.used_columns(view.root, name) for name in sources}
+    estimate = 0
+    for name, s in sources.items():
+        rows = row_count(relations[name], s["to"])
+        if rows is None:
+            notes["engine"] = f"spark: the Delta log of {name} does not count its rows"
+            return {}
+        schema = arrow_schema_at(relations[name], s["to"])
+        estimate += rows * (WEIGHT_BYTES + sum(arrow_width(schema.field(c).type) for c in columns[name] or schema.names))
+    if estimate > budget:
+        notes["engine"] = f"spark: the sources' columns take ~{_mib(estimate)} as Arrow (in process up to {_mib(budget)}, IVM_PROCESS_BUILD_MB)"
+        return {}
+    tables: dict[str, pa.Table] = {}
+    for name, s in sources.items():
+        rows = read_arrow(relations[name], s["to"], list(columns[name]) if columns[name] is not None else None)
+        tables[name] = rows.append_column(WEIGHT, pa.repeat(pa.scalar(1, pa.int64()), rows.num_rows))
+        if (held := sum(t.nbytes for t in tables.values())) > budget:
+            notes["engine"] = f"spark: the sources' columns take over {_mib(held)} as Arrow (in process up to {_mib(budget)}, IVM_PROCESS_BUILD_MB)"
+            return {}
+    return tables
+
+
+# An Arrow column's bytes per row where its type does not say (strings: offsets and a guess
+# of the text; the reads count the real size), and those of the weight column.
+VARIABLE_WIDTH_BYTES = 20
+WEIGHT_BYTES = 8
+
+
+def arrow_width(type_: pa.DataType) -> float:
+    """Bytes per row of an Arrow column of ``type_``: exact for fixed-width types."""
+    try:
+        return type_.bit_width / 8
+    except ValueError:
+        return VARIABLE_WIDTH_BYTES
+
+
+def _mib(size: int) -> str:
+    return f"{size / (1 << 20):,.0f} MiB"
 
 
 def _in_process(ctx: EpochContext, view: CompiledView, tables: dict[str, pa.Table], notes: dict[str, str]) -> Batch | None:
@@ -335,8 +381,8 @@ def _source_rows(relations: dict[str, str], sources: dict[str, dict], bound: int
     write jobs and file commit protocol cost more than the rows (the tests' builds: the SQL
     step fixtures took 8 % less time, the small TPC-H test 20 %). A join can still multiply
     its rows: the driver then holds what an incremental epoch of that size would. Before
-    either, a build over at most ``LOCAL_CHANGE_ROWS`` source rows runs in process where its
-    rules translate (an in-process epoch's bound on its change), unless the setting is 0."""
+    either, a build whose sources' columns fit ``IVM_PROCESS_BUILD_MB`` runs in process where
+    its rules translate (:func:`_snapshots`), unless the setting is 0."""
     total = 0
     for name, s in sources.items():
         rows = row_count(relations[name], s["to"])
