@@ -69,9 +69,9 @@ DEFAULT_SMALL_BUILD_ROWS = 50_000
 STATE_CACHE_ENV = "IVM_STATE_CACHE_MB"
 PROCESS_BUILD_ENV = "IVM_PROCESS_BUILD_MB"
 # A build in process holds its sources' columns, its state and DuckDB's work on the driver:
-# at TPC-H SF 1 the Python process peaked at ~4.5 times the sources' Arrow bytes (Q3: 370
-# MB of columns, 1.6 GiB more RSS; benchmarks/README.md, "Full builds in process"). A
-# 32nd of the memory keeps such a peak to about a seventh of it.
+# at TPC-H SF 1 the Python process peaked at 4.6-7.3 times the columns' Arrow bytes (Q3:
+# 347 MiB of columns, 1.7 GiB; Q5: 364 MiB, 2.8 GiB; benchmarks/README.md, "Full builds in
+# process"). A 32nd of the memory keeps such a peak under about a quarter of it.
 PROCESS_BUILD_SHARE = 1 / 32
 
 

@@ -167,13 +167,15 @@ class LocalEpoch(RuleVisits, AggregateVisits, TopKVisits):
                 raise  # a rule's own failure (rules.aggregate): the refresh recomputes the view
             raise _untranslatable(exc) from exc
 
-    def consolidate(self, table: pa.Table, columns: tuple[str, ...]) -> pa.Table:
+    def consolidate(self, table: pa.Table, columns: tuple[str, ...], order_by: tuple[str, ...] = ()) -> pa.Table:
         """``table`` consolidated on ``columns``, as :mod:`ivm_assets.state.consolidate` has it:
-        by pyarrow when it is small and its types are compared there, else by DuckDB."""
+        by pyarrow when it is small and its types are compared there, else by DuckDB, which
+        also puts the rows in the order of ``order_by``: a build's join side, stored sorted by
+        key, is sorted here on every core, and the writer finds it in order."""
         if table.num_rows <= ARROW_CONSOLIDATE_ROWS and (done := consolidate.in_arrow(table, columns)) is not None:
             return done
         try:
-            return consolidate.in_duckdb(self.con, table, columns)
+            return consolidate.in_duckdb(self.con, table, columns, order_by)
         except duckdb.Error as exc:
             raise _untranslatable(exc) from exc
 
@@ -213,7 +215,7 @@ class LocalEpoch(RuleVisits, AggregateVisits, TopKVisits):
     def visit_JoinOp(self, op: JoinOp) -> pa.Table:
         sides = []
         for child, keys, table in ((op.left, op.left_keys, op.left_state), (op.right, op.right_keys, op.right_state)):
-            change, _ = split_null_keys(self.consolidate(self.change(child), child.columns), keys)
+            change, _ = split_null_keys(self.consolidate(self.change(child), child.columns, keys if self.ctx.full else ()), keys)
             sides.append(change.append_column(BUCKET, self._buckets(change, keys, self._hashes(table))))
         dl, dr = sides
         check_key_types(dl, dr, zip(op.left_keys, op.right_keys), "the join key", full=self.ctx.full)
@@ -296,6 +298,7 @@ class LocalEpoch(RuleVisits, AggregateVisits, TopKVisits):
         (as its own types say in a full epoch, which replaces the table)."""
         hashes = own_hashes(rows, table.keys) if self.ctx.full else StateLayout.from_json(self._layout(table)).hashes
         table.write(self.ctx, Batch.of_table(self.ctx.spark, rows), StateLayout.types_of(hashes))
+
 
 
 def own_hashes(table: pa.Table, keys: tuple[str, ...]) -> tuple[str, ...]:

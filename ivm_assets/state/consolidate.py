@@ -59,9 +59,10 @@ def in_spark(df: DataFrame, columns: tuple[str, ...] | list[str]) -> DataFrame:
     return df.groupBy(*[F.col(q(c)) for c in columns]).agg(F.sum(F.col(WEIGHT)).alias(WEIGHT)).filter(F.col(WEIGHT) != 0)
 
 
-def duckdb_sql(columns: tuple[str, ...] | list[str], schema: pa.Schema, relation: str) -> str:
+def duckdb_sql(columns: tuple[str, ...] | list[str], schema: pa.Schema, relation: str, order_by: tuple[str, ...] = ()) -> str:
     """The DuckDB query that consolidates the Arrow table registered as ``relation``
-    (``schema``) on ``columns``; its output is cast to :func:`output_schema` afterwards.
+    (``schema``) on ``columns``, its rows in the order of ``order_by`` (some of the
+    columns; any order when empty); its output is cast to :func:`output_schema` afterwards.
 
     DuckDB groups −0.0 with 0.0 and NaNs together, but outputs the first value it saw of a
     group (−0.0, or a NaN of other bits): float columns are normalised before grouping.
@@ -77,7 +78,8 @@ def duckdb_sql(columns: tuple[str, ...] | list[str], schema: pa.Schema, relation
     w = duckdb_names.q(WEIGHT)
     inner = f"SELECT {', '.join([*normal, w])} FROM {relation}"
     grouped = f" GROUP BY {', '.join(names)}" if names else ""
-    return f"SELECT {', '.join([*names, f'CAST(sum({w}) AS BIGINT) AS {w}'])} FROM ({inner}){grouped} HAVING sum({w}) <> 0"
+    ordered = f" ORDER BY {', '.join(duckdb_names.q(c) for c in order_by)}" if order_by else ""
+    return f"SELECT {', '.join([*names, f'CAST(sum({w}) AS BIGINT) AS {w}'])} FROM ({inner}){grouped} HAVING sum({w}) <> 0{ordered}"
 
 
 def normal_sql(name: str, t: pa.DataType) -> str:
@@ -91,10 +93,12 @@ def normal_sql(name: str, t: pa.DataType) -> str:
     )
 
 
-def in_duckdb(con: duckdb.DuckDBPyConnection, table: pa.Table, columns: tuple[str, ...] | list[str]) -> pa.Table:
-    """``table`` consolidated on ``columns`` (see the module doc) by DuckDB on ``con``;
-    raises DuckDB's error when a weight sum overflows."""
-    out = duckdb_names.arrow_query(con, duckdb_sql(columns, table.schema, "rows"), {"rows": table})
+def in_duckdb(
+    con: duckdb.DuckDBPyConnection, table: pa.Table, columns: tuple[str, ...] | list[str], order_by: tuple[str, ...] = ()
+) -> pa.Table:
+    """``table`` consolidated on ``columns`` (see the module doc) by DuckDB on ``con``, in
+    the order of ``order_by``; raises DuckDB's error when a weight sum overflows."""
+    out = duckdb_names.arrow_query(con, duckdb_sql(columns, table.schema, "rows", order_by), {"rows": table})
     # DuckDB's own types (a TIMESTAMP WITH TIME ZONE in the connection's zone, its strings)
     # back to the input's.
     return out.cast(output_schema(table.schema, columns))
