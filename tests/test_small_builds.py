@@ -84,6 +84,8 @@ def test_a_build_runs_in_process_while_its_sources_columns_fit_the_memory_bound(
     monkeypatch.setenv(PROCESS_BUILD_ENV, str(2000 / (1 << 20)))
     (ranked,) = project.refresh(["ranked"], full=True)
     assert ranked.engine.startswith("spark: the sources' columns take over "), ranked.engine
+    monkeypatch.setenv(PROCESS_BUILD_ENV, "0")  # never in process
+    assert project.refresh(["sales"], full=True)[0].engine is None
     assert_oracle(project)
     write(builder.uri("orders"), pa.table({"id": pa.array([41], pa.int64()), "cust": pa.array([3], pa.int64()), "amount": pa.array([7], pa.int64())}), mode="append")
     delete_rows(builder.uri("customers"), "cust = 1")

@@ -24,8 +24,7 @@ from ivm_assets.delta import storage_errors
 from ivm_assets.delta.commit import Epoch, holds_epoch
 from ivm_assets.delta.handles import latest_version
 from ivm_assets.delta.read import read_arrow
-from ivm_assets.delta.snapshot import arrow_schema as arrow_schema_at
-from ivm_assets.delta.snapshot import row_count
+from ivm_assets.delta.snapshot import arrow_schema as arrow_schema_at, row_count
 from ivm_assets.engine import changes as cdc
 from ivm_assets.engine import output
 from ivm_assets.engine.compile import CompiledView
@@ -190,7 +189,7 @@ def _run_epoch(
         return stats  # no source change reaches the view: no state or output to touch
     if large:
         notes["engine"] = f"spark: the change of {', '.join(sorted(large))} is read by the executors"
-    if full and small_builds and limit and settings.current().small_epochs != "spark":
+    if full and small_builds and limit and settings.current().process_build_bytes and settings.current().small_epochs != "spark":
         # A build in process is an epoch from empty state whose change is every source row:
         # the same rules as a small incremental epoch's (state reads find nothing, and each
         # state table and the output are written anew).
