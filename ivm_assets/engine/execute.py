@@ -149,8 +149,12 @@ def _run_epoch(
     sources = record.payload["sources"]
     full = record.mode == "full"
     stats: dict[str, int] = {}
-    limit = settings.current().small_build_rows
-    build_rows = _source_rows(relations, sources, limit) if full and small_builds and limit else None
+    config = settings.current()
+    limit = config.small_build_rows
+    builds_here = bool(full and small_builds and limit)  # a build may be small, or in process
+    # The sources' rows from the Delta log's file statistics (no data is read), counted once.
+    counts = {name: row_count(relations[name], s["to"]) for name, s in sources.items()} if builds_here else {}
+    build_rows = _source_rows(counts, limit) if builds_here else None
     small_build = build_rows is not None
     if small_build:
         stats["small_build_rows"] = build_rows
@@ -189,11 +193,11 @@ def _run_epoch(
         return stats  # no source change reaches the view: no state or output to touch
     if large:
         notes["engine"] = f"spark: the change of {', '.join(sorted(large))} is read by the executors"
-    if full and small_builds and limit and settings.current().process_build_bytes and settings.current().small_epochs != "spark":
+    if builds_here and config.process_build_bytes and config.small_epochs != "spark":
         # A build in process is an epoch from empty state whose change is every source row:
         # the same rules as a small incremental epoch's (state reads find nothing, and each
         # state table and the output are written anew).
-        tables = _snapshots(view, relations, sources, settings.current().process_build_bytes, notes)
+        tables = _snapshots(view, relations, sources, counts, config.process_build_bytes, notes)
     build_in_process = bool(tables) and full
     if build_in_process:
         stats["build_source_bytes"] = sum(t.nbytes for t in tables.values())
@@ -282,16 +286,19 @@ def _commit(
 COMMIT_THREADS = 4
 
 
-def _snapshots(view: CompiledView, relations: dict[str, str], sources: dict[str, dict], budget: int, notes: dict[str, str]) -> dict[str, pa.Table]:
+def _snapshots(
+    view: CompiledView, relations: dict[str, str], sources: dict[str, dict], counts: dict[str, int | None], budget: int,
+    notes: dict[str, str],
+) -> dict[str, pa.Table]:
     """A build's input in process: each source's rows at its version (the columns the view
     reads) as a change set of insertions (weight +1), read by delta-rs; empty, with the
     reason in ``notes["engine"]``, when they would take more than ``budget`` bytes as Arrow
-    (``IVM_PROCESS_BUILD_MB``): estimated from the Delta log's row counts and the columns'
-    types before anything is read, then counted as each source is read."""
+    (``IVM_PROCESS_BUILD_MB``): estimated from their row ``counts`` (the Delta log's) and
+    the columns' types before anything is read, then counted as each source is read."""
     columns = {name: cdc.used_columns(view.root, name) for name in sources}
     estimate = 0
     for name, s in sources.items():
-        rows = row_count(relations[name], s["to"])
+        rows = counts[name]
         if rows is None:
             notes["engine"] = f"spark: the Delta log of {name} does not count its rows"
             return {}
@@ -369,9 +376,9 @@ def _recompute(
     return {"rows_written": written, "rows_out": written}
 
 
-def _source_rows(relations: dict[str, str], sources: dict[str, dict], bound: int) -> int | None:
-    """The rows ``sources`` hold together, from the Delta log's file statistics (no data is
-    read); None when some count is unknown (no statistics) or the total passes ``bound``.
+def _source_rows(counts: dict[str, int | None], bound: int) -> int | None:
+    """The rows the sources hold together (``counts``: each one's, from the Delta log's file
+    statistics); None when some count is unknown (no statistics) or the total passes ``bound``.
 
     A full epoch over at most ``IVM_SMALL_BUILD_ROWS`` source rows (default 50,000) is a
     small build: it runs as a small epoch does in Spark (one partition, no adaptive planning,
@@ -382,10 +389,7 @@ def _source_rows(relations: dict[str, str], sources: dict[str, dict], bound: int
     its rows: the driver then holds what an incremental epoch of that size would. Before
     either, a build whose sources' columns fit ``IVM_PROCESS_BUILD_MB`` runs in process where
     its rules translate (:func:`_snapshots`), unless the setting is 0."""
-    total = 0
-    for name, s in sources.items():
-        rows = row_count(relations[name], s["to"])
-        if rows is None or total + rows > bound:
-            return None
-        total += rows
-    return total
+    if any(rows is None for rows in counts.values()):
+        return None
+    total = sum(counts.values())
+    return total if total <= bound else None

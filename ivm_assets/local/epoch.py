@@ -300,7 +300,6 @@ class LocalEpoch(RuleVisits, AggregateVisits, TopKVisits):
         table.write(self.ctx, Batch.of_table(self.ctx.spark, rows), StateLayout.types_of(hashes))
 
 
-
 def own_hashes(table: pa.Table, keys: tuple[str, ...]) -> tuple[str, ...]:
     """How each key is hashed in a state table a full epoch lays out: as
     :func:`~ivm_assets.state.layout.hash_type` says for its own (Spark) type. A join's keys
