@@ -1,4 +1,4 @@
-"""Spark's DECIMAL rules, written once for both engines: result types of ``/``, SUM and AVG,
+"""Spark's DECIMAL rules, written once for both engines: result types of arithmetic, SUM and AVG,
 and the value of a division, rounded as Spark rounds it.
 
 Spark computes a DECIMAL quotient as Java's ``BigDecimal`` does with 38 significant digits,
@@ -57,7 +57,18 @@ def divide_type(left: tuple[int, int], right: tuple[int, int]) -> tuple[int, int
     """
     (p1, s1), (p2, s2) = left, right
     scale = max(MIN_ADJUSTED_SCALE, s1 + p2 + 1)
-    precision = p1 - s1 + s2 + scale
+    return adjusted_type(p1 - s1 + s2 + scale, scale)
+
+
+def adjusted_type(precision: int, scale: int) -> tuple[int, int]:
+    """Spark's ``DecimalType.adjustPrecisionScale`` (precision loss allowed, Spark's default):
+    the type of an arithmetic result whose exact type is DECIMAL(precision, scale). Past 38
+    digits the integer digits are kept and the scale reduced, to no fewer than 6 digits; the
+    value is then rounded half up to that scale.
+
+    >>> adjusted_type(47, 12), adjusted_type(26, 2)
+    ((38, 6), (26, 2))
+    """
     if precision <= MAX_PRECISION:
         return precision, scale
     int_digits = precision - scale

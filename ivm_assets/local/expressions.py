@@ -13,10 +13,10 @@ construct, which keeps that view's epochs in Spark. The rules:
 - literals: integers, decimals, strings without backslashes, ``CAST('yyyy-mm-dd' AS DATE)``,
   TRUE/FALSE/NULL; a date literal plus or minus an ``INTERVAL n DAY|WEEK|MONTH|YEAR`` is
   folded here with Spark's rule (months clamp to the month's last day);
-- ``+ - *`` and unary minus over numbers. Spark types DECIMAL results by its own rules and
-  *rounds* when they exceed 38 digits; wherever Spark's result scale would be below the
-  exact one, the expression is refused. Otherwise both compute the exact value: DuckDB over
-  DECIMAL(38, s) operands (an overflow is an error in both, not a different value);
+- ``+ - *`` and unary minus over numbers. Spark types DECIMAL results by its own rules
+  (:func:`~ivm_assets.decimal_rules.adjusted_type`) and *rounds* half up when they exceed 38
+  digits; DuckDB computes the exact value over DECIMAL(38, s) operands and rounds it the same
+  way (an exact value past 38 digits, or an overflow, is an error here and Spark decides);
 - comparisons, ``<=>``, BETWEEN, IN, IS [NOT] NULL, AND/OR/NOT (three-valued in both), LIKE
   and NOT LIKE with a literal pattern (its escapes, ``\\`` or an ESCAPE character, read as
   Spark reads them), CASE (searched and simple), COALESCE and NULLIF; the operands of one
@@ -56,7 +56,7 @@ from functools import lru_cache
 from sqlglot import exp, parse_one
 from sqlglot.errors import ParseError
 
-from ivm_assets.decimal_rules import MAX_PRECISION, divide_type
+from ivm_assets.decimal_rules import MAX_PRECISION, adjusted_type, divide_type
 from ivm_assets.duckdb_names import q, string_literal
 from ivm_assets.local.casts import Casts
 from ivm_assets.local.date_functions import DateFunctions
@@ -64,7 +64,7 @@ from ivm_assets.local import division, number_functions
 from ivm_assets.local.division import decimal_divide, nonzero
 from ivm_assets.local.number_functions import NumberFunctions
 from ivm_assets.local.regex_functions import RegexFunctions
-from ivm_assets.local.sql_types import BOOL, DOUBLE, FAMILIES, INT_NAMES, NULL, SqlType, common_type, fit_decimal
+from ivm_assets.local.sql_types import BOOL, DOUBLE, FAMILIES, INT_NAMES, NULL, SqlType, common_type
 from ivm_assets.local.text_functions import TextFunctions
 from ivm_assets.local.untranslatable import Untranslatable
 from ivm_assets.local.window_functions import WindowFunctions
@@ -177,17 +177,19 @@ class _Translator(TextFunctions, RegexFunctions, DateFunctions, NumberFunctions,
             digits = max(lt.precision, rt.precision)
             return f"CAST(({left} {op} {right}) AS {INT_NAMES[digits]})", SqlType("number", digits, 0, integer=True)
         (p1, s1), (p2, s2) = lt.as_decimal(), rt.as_decimal()
-        if op == "*":
-            precision, scale = fit_decimal(p1 + p2 + 1, s1 + s2, what)
-        else:
-            scale = max(s1, s2)
-            precision, scale = fit_decimal(max(p1 - s1, p2 - s2) + scale + 1, scale, what)
+        exact = s1 + s2 if op == "*" else max(s1, s2)
+        precision, scale = adjusted_type(p1 + p2 + 1 if op == "*" else max(p1 - s1, p2 - s2) + exact + 1, exact)
         # Operands widened to 38 digits at their own scale: DuckDB computes the exact value
         # (or fails on overflow), never a narrower intermediate that overflows first.
-        return (
-            f"(CAST({left} AS DECIMAL(38, {s1})) {op} CAST({right} AS DECIMAL(38, {s2})))",
-            SqlType("number", precision, scale),
-        )
+        value = f"(CAST({left} AS DECIMAL(38, {s1})) {op} CAST({right} AS DECIMAL(38, {s2})))"
+        if scale < exact:
+            # Spark narrows the type to 38 digits and rounds the exact value half up (away
+            # from zero) to its scale, as DuckDB's ROUND of a DECIMAL does. An exact value
+            # of more than 38 digits fails in DuckDB, and the epoch runs in Spark.
+            if exact > MAX_PRECISION:
+                raise Untranslatable(f"{what}: the exact DECIMAL has {exact} fractional digits (DuckDB holds 38; Spark rounds to {scale})")
+            value = f"CAST(ROUND({value}, {scale}) AS DECIMAL(38, {scale}))"
+        return value, SqlType("number", precision, scale)
 
     def visit_Div(self, node: exp.Div) -> tuple[str, SqlType]:
         what = f"/ in {node.sql('spark')}"

@@ -82,18 +82,6 @@ def arrow_type(t: pa.DataType) -> SqlType:
     return SqlType(str(t))
 
 
-def fit_decimal(precision: int, scale: int, what: str) -> tuple[int, int]:
-    """Spark's DECIMAL result type for an exact (precision, scale); refused when Spark would
-    round (its scale reduced below the exact one to fit 38 digits)."""
-    if precision <= MAX_PRECISION:
-        return precision, scale
-    int_digits = precision - scale
-    adjusted = max(MAX_PRECISION - int_digits, min(scale, 6))
-    if adjusted < scale:
-        raise Untranslatable(f"{what}: Spark rounds its DECIMAL result to scale {adjusted} (exact: {scale})")
-    return MAX_PRECISION, scale
-
-
 def common_type(types: list[SqlType], what: str) -> SqlType:
     """The type values of ``types`` share (CASE branches, IN lists, comparisons)."""
     known = [t for t in types if t.family != "null"]

@@ -244,7 +244,7 @@ def test_an_average_of_integers_past_double_precision_fails_instead_of_guessing_
         ("`s` LIKE `s`", "LIKE with a pattern"),
         ("`s` LIKE 'a\\\\x'", "escape precedes"),
         ("`s` LIKE 'ab!' ESCAPE '!'", "escape precedes"),
-        ("CAST(`d` AS DECIMAL(38, 20)) * CAST(`e` AS DECIMAL(38, 20))", "Spark rounds"),
+        ("CAST(`d` AS DECIMAL(38, 20)) * CAST(`e` AS DECIMAL(38, 20))", "exact DECIMAL has 40 fractional digits"),
     ],
 )
 def test_expressions_outside_the_rules_are_refused(sql, construct):
@@ -252,12 +252,49 @@ def test_expressions_outside_the_rules_are_refused(sql, construct):
         translate(sql, TYPES)
 
 
-def test_decimal_products_spark_rounds_are_refused():
-    from ivm_assets.local.sql_types import SqlType
+WIDE = pa.table(
+    {
+        "x": pa.array([Decimal("0.05"), Decimal("-0.05"), Decimal("7412345678.93"), None, Decimal("-12.35"), Decimal("0.00")], pa.decimal128(36, 2)),
+        "y": pa.array([Decimal("0.0000100000"), Decimal("0.0000100000"), Decimal("0.0001000000"), Decimal("1"), Decimal("-3.1415926535"), None], pa.decimal128(20, 10)),
+        "z": pa.array([Decimal("0.0000005000"), Decimal("-0.0000005000"), Decimal("1.2345674999"), Decimal("2"), Decimal("-0.0000015"), Decimal("0")], pa.decimal128(38, 10)),
+    }
+)
 
-    wide = {"x": SqlType("number", 38, 10), "y": SqlType("number", 38, 10)}
-    with pytest.raises(Untranslatable, match="Spark rounds"):
-        translate("`x` * `y`", wide)
+# Results Spark narrows to 38 digits, rounding the exact value half up: Q11's threshold
+# (a DECIMAL(36, 2) sum times 0.0001000000, exact scale 12, Spark's scale 6), ties at the
+# last kept digit, negative ties (away from zero).
+ROUNDED = [
+    "`x` * 0.0001000000",
+    "`x` * `y`",
+    "`x` + `z`",
+    "`z` - `x`",
+    "CAST(`x` AS DECIMAL(38, 2)) * `z`",
+]
+
+
+@pytest.mark.parametrize("sql", ROUNDED)
+def test_decimal_results_spark_rounds_equal_spark_value_and_type(spark, sql):
+    types = {f.name: arrow_type(f.type) for f in WIDE.schema}
+    translated, found = translate(sql, types)
+    con = duckdb.connect()
+    con.register("t", WIDE)
+    ours = con.sql(f"SELECT {translated} AS v FROM t")
+    theirs = to_spark(spark, WIDE).selectExpr(f"{sql} AS v")
+    spark_type = theirs.schema["v"].dataType
+    assert (spark_type.precision, spark_type.scale) == (found.precision, found.scale) and found.scale < 12
+    assert str(ours.types[0]) == f"DECIMAL({found.precision},{found.scale})"
+    assert [r[0] for r in ours.fetchall()] == [r[0] for r in theirs.collect()]
+
+
+def test_a_rounded_decimal_whose_exact_value_passes_38_digits_fails_instead_of_guessing():
+    """Spark rounds 10^30 · 3.1415926535 (exact: 43 digits) to its scale; DuckDB cannot hold
+    the exact value and fails, and the epoch goes to Spark."""
+    wide = pa.table({"x": pa.array([Decimal(10) ** 30], pa.decimal128(36, 2)), "y": pa.array([Decimal("3.1415926535")], pa.decimal128(20, 10))})
+    translated, _ = translate("`x` * `y`", {f.name: arrow_type(f.type) for f in wide.schema})
+    con = duckdb.connect()
+    con.register("t", wide)
+    with pytest.raises(duckdb.Error):
+        con.sql(f"SELECT {translated} FROM t").fetchall()
 
 
 @pytest.mark.parametrize("sql", ["`d` / `e`", "`i` / `f`"])  # `f` holds −0.0: a zero too
