@@ -10,10 +10,13 @@ output change go to delta-rs as they do from Spark. Same state tables, same buck
 (:mod:`~ivm_assets.local.spark_hash`), same commits: an epoch may run here or in Spark, and
 the next one again either way.
 
-The visits, which bind each rule's inputs (change sets, state rows read on the driver) and
-queue its state appends, live by operator family: this module (scan, filter, project, union
-all, inner join, and the state helpers they share), :mod:`~ivm_assets.local.aggregate`,
-:mod:`~ivm_assets.local.top_k` and :mod:`~ivm_assets.local.rule_visits` (the others).
+DISTINCT, windows and INTERSECT/EXCEPT bind their rules once for both engines
+(:mod:`ivm_assets.operators.binding`; this engine's side is :mod:`~ivm_assets.local.binding`).
+The visits, which bind the other operators' rules here (change sets, state rows read on
+the driver) and queue their state appends, live by operator family: this module (scan,
+filter, project, union all, inner join, and the state helpers they share),
+:mod:`~ivm_assets.local.aggregate`, :mod:`~ivm_assets.local.top_k` and
+:mod:`~ivm_assets.local.rule_visits` (the others).
 
 An epoch runs here only if every expression translates
 (:mod:`~ivm_assets.local.expressions`) and every key, order and sum is of a type both
@@ -35,14 +38,14 @@ from ivm_assets.delta.snapshot import arrow_schema
 from ivm_assets.duckdb_names import arrow_query, q, string_literal
 from ivm_assets.errors import InexactAggregate
 from ivm_assets.local.aggregate import AggregateVisits
-from ivm_assets.local.columns import check_key_types, split_null_keys
+from ivm_assets.local.binding import DriverBinding
 from ivm_assets.local.expressions import register_functions
 from ivm_assets.local.rule_visits import RuleVisits
 from ivm_assets.local.spark_hash import as_double, buckets as spark_buckets
 from ivm_assets.local.top_k import TopKVisits
 from ivm_assets.local.untranslatable import Untranslatable
 from ivm_assets.operators.base import Batch, EpochContext, Operator
-from ivm_assets.operators.join import JoinOp
+from ivm_assets.operators.binding import BoundOperator
 from ivm_assets.operators.linear import FilterOp, ProjectOp, ScanOp, UnionAllOp
 from ivm_assets.rules import rel
 from ivm_assets.spark.arrow import normalize_table, spark_type
@@ -50,7 +53,7 @@ from ivm_assets.sql.incrementalize import operators
 from ivm_assets.state import consolidate
 from ivm_assets.state.arrangement import StateTable
 from ivm_assets.state.layout import UNHASHED, StateLayout, hash_names, hash_type
-from ivm_assets.zset import BUCKET, WEIGHT
+from ivm_assets.zset import WEIGHT
 
 # Up to this many rows a change set is consolidated by pyarrow instead of a DuckDB statement,
 # which costs 2–3.5 ms whatever its size: pyarrow takes 0.5–1.5 ms up to 1,500 rows (four
@@ -91,7 +94,7 @@ def _untranslatable(exc: duckdb.Error) -> Untranslatable:
     return Untranslatable(f"DuckDB could not compute it ({str(exc).splitlines()[0]})")
 
 
-class LocalEpoch(RuleVisits, AggregateVisits, TopKVisits):
+class LocalEpoch(DriverBinding, RuleVisits, AggregateVisits, TopKVisits):
     """One view's incremental epoch computed in process (see the module doc)."""
 
     def __init__(self, ctx: EpochContext, changes: dict[str, pa.Table]) -> None:
@@ -151,7 +154,9 @@ class LocalEpoch(RuleVisits, AggregateVisits, TopKVisits):
     def change(self, op: Operator) -> pa.Table:
         """``op``'s change set this epoch (computed once per operator)."""
         if op.id not in self._done:
-            change = normalize_table(getattr(self, f"visit_{type(op).__name__}")(op))
+            # An operator bound once for both engines runs its own binding here; the others
+            # are bound by a visit of this engine's.
+            change = normalize_table(op.epoch(self) if isinstance(op, BoundOperator) else getattr(self, f"visit_{type(op).__name__}")(op))
             if change.num_rows > self.max_rows:
                 # A join that multiplies its rows (in a build, a self-join of many rows):
                 # Spark spreads such a change over its executors.
@@ -210,27 +215,6 @@ class LocalEpoch(RuleVisits, AggregateVisits, TopKVisits):
         if len({tuple(p.schema.types) for p in parts.values()}) > 1:
             raise Untranslatable("UNION ALL of inputs typed differently (Spark widens them)")
         return self._computed(op.rule, parts)
-
-    # --- inner join: the rule of :mod:`ivm_assets.rules.join`, rendered by DuckDB ---------
-    def visit_JoinOp(self, op: JoinOp) -> pa.Table:
-        sides = []
-        for child, keys, table in ((op.left, op.left_keys, op.left_state), (op.right, op.right_keys, op.right_state)):
-            change, _ = split_null_keys(self.consolidate(self.change(child), child.columns, keys if self.ctx.full else ()), keys)
-            sides.append(change.append_column(BUCKET, self._buckets(change, keys, self._hashes(table))))
-        dl, dr = sides
-        check_key_types(dl, dr, zip(op.left_keys, op.right_keys), "the join key", full=self.ctx.full)
-        tables = {"dl": dl.drop_columns([BUCKET]), "dr": dr.drop_columns([BUCKET])}
-        present = {name for name, t in (("dl", dl), ("dr", dr)) if t.num_rows}
-        # Each state is read for the keys of the other side's change.
-        for name, table, touched, keys in (("old_right", op.right_state, dl, op.left_keys), ("old_left", op.left_state, dr, op.right_keys)):
-            if touched.num_rows and (rows := self._lookup(table, touched, keys)) is not None:
-                tables[name] = rows
-                present.add(name)
-        fields = {f.name: f for t in (dr, dl) for f in t.schema}
-        out = self._rendered(op.rule.rule(present), tables, fields, op.columns)
-        self._write(op.left_state, dl)
-        self._write(op.right_state, dr)
-        return out
 
     def _lookup(self, table: StateTable, touched: pa.Table, keys: tuple[str, ...]) -> pa.Table | None:
         """The current rows of ``table`` whose keys equal a key of ``touched`` (None: no state)."""

@@ -1,7 +1,8 @@
-"""The in-process epochs of outer, semi, anti and residual semi/anti joins, NOT IN,
-DISTINCT, windows and INTERSECT/EXCEPT (their rules are in :mod:`ivm_assets.rules`). Each binds the relations its rule reads (change sets, state rows read on
-the driver) and has DuckDB compute the rule (:mod:`ivm_assets.rules.render_duckdb`); a mixin
-of :class:`~ivm_assets.local.epoch.LocalEpoch`, whose state helpers it uses."""
+"""The in-process epoch of NOT IN (its rule is in :mod:`ivm_assets.rules.not_in`): it binds
+the relations its rule reads (change sets, state rows read on the driver) and has DuckDB
+compute the rule's steps (:mod:`ivm_assets.rules.render_duckdb`); and the state lookups it
+shares with the bound operators' epochs (:mod:`ivm_assets.local.binding`). A mixin of
+:class:`~ivm_assets.local.epoch.LocalEpoch`, whose state helpers it uses."""
 
 from __future__ import annotations
 
@@ -10,16 +11,9 @@ import pyarrow.compute as pc
 
 from ivm_assets.local.columns import cast_columns, check_key_types, split_null_keys
 from ivm_assets.local.untranslatable import Untranslatable
-from ivm_assets.operators.distinct import DistinctOp
-from ivm_assets.operators.keys import KeyedPair
-from ivm_assets.operators.outer_join import OuterJoinOp
-from ivm_assets.operators.residual_semi_join import ResidualSemiJoinOp
-from ivm_assets.operators.semi_join import NotInOp, SemiJoinOp
-from ivm_assets.operators.set_operation import SetOperationOp
-from ivm_assets.operators.window import WindowOp
+from ivm_assets.operators.semi_join import NotInOp
 from ivm_assets.rules import rel, render_duckdb
 from ivm_assets.rules.not_in import NULL
-from ivm_assets.rules.set_operation import SIDE
 from ivm_assets.spark.arrow import normalize_table
 from ivm_assets.state.arrangement import StateTable
 from ivm_assets.zset import BUCKET, WEIGHT
@@ -27,50 +21,6 @@ from ivm_assets.zset import BUCKET, WEIGHT
 
 class RuleVisits:
     """``visit_*`` of the operators whose rules are in :mod:`ivm_assets.rules`."""
-
-    # --- semi, anti and outer joins: rules of :mod:`ivm_assets.rules`, rendered by DuckDB ----
-    def visit_SemiJoinOp(self, op: SemiJoinOp) -> pa.Table:
-        return self._keyed_pair(op, op.rule, {"old_right": ("right", "both"), "old_left": ("left", "right")}, {"nulls": "left"})
-
-    def visit_ResidualSemiJoinOp(self, op: ResidualSemiJoinOp) -> pa.Table:
-        return self._keyed_pair(op, op.rule, {"old_right": ("right", "both"), "old_left": ("left", "right")}, {"nulls": "left"})
-
-    def visit_OuterJoinOp(self, op: OuterJoinOp) -> pa.Table:
-        return self._keyed_pair(
-            op, op.rule.rule, {"old_left": ("left", "both"), "old_right": ("right", "both")},
-            {"left_nulls": "left", "right_nulls": "right"},
-        )
-
-    def _keyed_pair(self, op: KeyedPair, rule, lookups: dict[str, tuple[str, str]], nulls: dict[str, str]) -> pa.Table:
-        """One epoch of an operator over two inputs matched on keys (:class:`KeyedPair`): both
-        changes consolidated, their rows with a NULL key set apart (bound as ``nulls`` names
-        them), each state read for the keys ``lookups`` names (``"both"``: the keys of both
-        changes), ``rule(present)`` computed by DuckDB, and both changes stored."""
-        changes, null_rows, hashes = {}, {}, {}
-        for side, child, keys, table in (("left", op.left, op.left_keys, op.left_state), ("right", op.right, op.right_keys, op.right_state)):
-            change = self.consolidate(self.change(child), child.columns)
-            changes[side], null_rows[side] = split_null_keys(change, keys)
-            hashes[side] = self._hashes(table)
-            changes[side] = changes[side].append_column(BUCKET, self._buckets(changes[side], keys, hashes[side]))
-        dl, dr = changes["left"], changes["right"]
-        check_key_types(dl, dr, zip(op.left_keys, op.right_keys), "the join key", full=self.ctx.full)
-        tables = {"dl": dl.drop_columns([BUCKET]), "dr": dr.drop_columns([BUCKET])}
-        tables |= {name: null_rows[side] for name, side in nulls.items()}
-        present = {name for name, t in (("dl", dl), ("dr", dr)) if t.num_rows}
-        keyed = {"left": (op.left_state, op.left_keys), "right": (op.right_state, op.right_keys)}
-        by_table = {keyed[side][0].name: hashes[side] for side in keyed}
-        if present:
-            for name, (side, probed_by) in lookups.items():
-                order = (side, "right" if side == "left" else "left") if probed_by == "both" else (probed_by,)
-                parts = [(changes[s], keyed[s][1]) for s in order]
-                if (rows := self._read(keyed[side][0], parts, by_table)) is not None:
-                    tables[name] = rows
-                    present.add(name)
-        fields = {f.name: f for t in (dr, dl) for f in t.schema}  # the left's where names repeat
-        out = self._rendered(rule(present), tables, fields, op.columns)
-        self._write(op.left_state, dl)
-        self._write(op.right_state, dr)
-        return out
 
     # --- NOT IN: the two steps of :mod:`ivm_assets.rules.not_in` ------------------------------
     def visit_NotInOp(self, op: NotInOp) -> pa.Table:
@@ -138,53 +88,13 @@ class RuleVisits:
         query, _ = render_duckdb.render(node, {name: t.schema for name, t in tables.items()})
         return normalize_table(self.sql(query, **tables))
 
-    # --- DISTINCT: the rule of :mod:`ivm_assets.rules.distinct` ------------------------------
-    def visit_DistinctOp(self, op: DistinctOp) -> pa.Table:
-        change = self.consolidate(self.change(op.input), op.columns)
-        if change.num_rows == 0:
-            return change
-        batch = change.append_column(BUCKET, self._buckets(change, op.columns, self._hashes(op.counts)))
-        tables = {"delta": change}
-        if (old := self._lookup(op.counts, batch, op.columns)) is not None:
-            tables["old"] = cast_columns(old, change.schema, change.schema.names)
-        out = self._rendered(op.rule(set(tables)), tables, {f.name: f for f in change.schema}, op.columns)
-        self._write(op.counts, batch)
-        return out
-
-    # --- window: the rule of :mod:`ivm_assets.rules.window` ---------------------------------
-    def visit_WindowOp(self, op: WindowOp) -> pa.Table:
-        change = self.consolidate(self.change(op.input), op.input.columns)
-        batch = change.append_column(BUCKET, self._buckets(change, op.partition, self._hashes(op.rows)))
-        tables = {"delta": change}
-        if change.num_rows and (old := self._lookup(op.rows, batch, op.partition)) is not None:
-            tables["old"] = cast_columns(old, change.schema, change.schema.names)
-        out = self._computed(op.rule(set(tables)), tables)
-        self._write(op.rows, batch)
-        return out
-
-    # --- INTERSECT / EXCEPT: the rule of :mod:`ivm_assets.rules.set_operation` ---------------
-    def visit_SetOperationOp(self, op: SetOperationOp) -> pa.Table:
-        parts = []
-        for side, child in enumerate((op.left, op.right)):
-            change = self.change(child).rename_columns([*op.columns, WEIGHT])
-            parts.append(change.append_column(SIDE, pa.array([side] * change.num_rows, pa.int32())))
-        if parts[0].schema != parts[1].schema:
-            raise Untranslatable("INTERSECT / EXCEPT of inputs typed differently (Spark widens them)")
-        change = self.consolidate(pa.concat_tables(parts), (*op.columns, SIDE))
-        fields = {f.name: f for f in change.schema}
-        if change.num_rows == 0:
-            return pa.schema([*(fields[c] for c in op.columns), pa.field(WEIGHT, pa.int64())]).empty_table()
-        batch = change.append_column(BUCKET, self._buckets(change, op.columns, self._hashes(op.counts)))
-        tables = {"change": change}
-        if (old := self._lookup(op.counts, batch, op.columns)) is not None:
-            tables["old"] = cast_columns(old, change.schema, change.schema.names)
-        out = self._rendered(op.rule(set(tables)), tables, fields, op.columns)
-        self._write(op.counts, batch)
-        return out
-
     def _probe(self, parts: list[tuple[pa.Table, tuple[str, ...]]], names: tuple[str, ...], hashes: tuple[str, ...]) -> pa.Table:
         """The keys of ``parts`` (change sets with their key columns) as one probe of a state
-        table keyed by ``names`` (hashed by ``hashes``), cast to the first part's key types."""
+        table keyed by ``names`` (hashed by ``hashes``), cast to the first part's key types.
+        Without keys (a cross join) one row of bucket 0, which reads the whole table: Arrow
+        would concatenate the parts' rows without columns into no rows at all."""
+        if not names:
+            return pa.table({BUCKET: pa.array([0], pa.int32())})
         first = parts[0][0].select(list(parts[0][1])).rename_columns(list(names))
         probes = []
         for table, keys in parts:

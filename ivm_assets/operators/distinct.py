@@ -5,22 +5,18 @@ Rule on changes: with c the row's multiplicity before the change and c' = c + Δ
 State: the integrated input as a z-set bucketed by a hash of the whole row; a change reads
 the counts of just the rows it touches. The rule is written once, in
 :mod:`ivm_assets.rules.distinct`, and rendered by Spark here and by DuckDB for epochs
-computed in process.
+computed in process; the binding below is the same in both (:mod:`ivm_assets.operators.binding`).
 """
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
-
-from ivm_assets.operators.base import EpochContext, Operator, consolidate, materialize, nothing
+from ivm_assets.operators.base import Operator
+from ivm_assets.operators.binding import BoundOperator, Change, EpochBinding
 from ivm_assets.rules import distinct as distinct_rule
-from ivm_assets.rules import render_spark
 from ivm_assets.state.arrangement import StateTable
-from ivm_assets.state.layout import default_hash_types, with_bucket
-from ivm_assets.zset import BUCKET
 
 
-class DistinctOp(Operator):
+class DistinctOp(BoundOperator):
     """Each distinct row once (see module doc for the rule)."""
 
     def __init__(self, op_id: str, input: Operator) -> None:
@@ -35,22 +31,18 @@ class DistinctOp(Operator):
     def state_tables(self) -> tuple[StateTable, ...]:
         return (self.counts,)
 
-    def step(self, ctx: EpochContext) -> DataFrame:
-        change = consolidate(self.input.step(ctx), self.columns)
-        types = default_hash_types(change, self.columns)
-        batch = with_bucket(change, self.columns, ctx.buckets, types)
-        batch = nothing(batch) if self.input.unchanged(ctx) else materialize(batch, small=ctx.small)
-        delta = batch.df.drop(BUCKET)
-        if batch.rows == 0:
-            if ctx.full:
-                self.counts.write(ctx, batch, types)
+    def epoch(self, cx: EpochBinding) -> Change:
+        keyed = cx.keyed(cx.consolidated(self.input, self.columns), self.columns, self.counts, self.inputs)
+        delta = cx.unkeyed(keyed)
+        if cx.rows(keyed) == 0:
+            if cx.full:
+                cx.append(self.counts, keyed)  # a build lays the table out, empty
             return delta
         inputs = {"delta": delta}
-        raw = self.counts.read(ctx, batch, self.columns)
-        if raw is not None:
-            inputs["old"] = self.counts.current(raw)
-        out = render_spark.render(self.rule(set(inputs)), inputs)  # lazy: its consumer materializes it once
-        self.counts.write(ctx, batch, types)
+        if (old := cx.lookup(self.counts, keyed, self.columns)) is not None:
+            inputs["old"] = old
+        out = cx.compute(self.rule(set(inputs)), inputs, self.columns, like=(delta,))
+        cx.append(self.counts, keyed)
         return out
 
     def rule(self, present: set[str]):

@@ -9,8 +9,9 @@ the keys in the other side's change are read; the change is then appended to its
 Rows whose key has a NULL are never stored: they can never match.
 Cross joins (no key) use one bucket and read the whole other side.
 
-The rule is written once, in :mod:`ivm_assets.rules.join` (with the outer joins' padding),
-and rendered by Spark here and by DuckDB for epochs computed in process.
+The rule is written once, in :mod:`ivm_assets.rules.join` (with the outer joins' padding);
+its binding is :class:`~ivm_assets.operators.keys.KeyedPair`'s in process, and Spark's own
+here (see :meth:`JoinOp.step`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ivm_assets.operators.base import EpochContext, Operator
 from ivm_assets.operators.keys import KeyedPair, keyed_change
 from ivm_assets.rules import render_spark
 from ivm_assets.rules.join import JoinRule
+from ivm_assets.rules.rel import Rel
 from ivm_assets.sql.plan import q
 from ivm_assets.zset import BUCKET
 
@@ -31,6 +33,10 @@ class JoinOp(KeyedPair):
 
     # An outer join's preserved sides (:class:`~ivm_assets.operators.outer_join.OuterJoinOp`).
     preserved: tuple[str, ...] = ()
+    # Each side's state is read for the keys of the other side's change; rows with a NULL
+    # key are never stored (they match nothing).
+    lookups = {"old_right": ("right", ("left",)), "old_left": ("left", ("right",))}
+    null_inputs: dict[str, str] = {}
 
     def __init__(
         self,
@@ -49,10 +55,18 @@ class JoinOp(KeyedPair):
         """This join's rule on changes (:mod:`ivm_assets.rules.join`)."""
         return JoinRule(self.left.columns, self.right.columns, self.left_keys, self.right_keys, self.residual, self.preserved)
 
+    def rule_on(self, present: set[str]) -> Rel:
+        return self.rule.rule(present)
+
     def _keyed(self, df: DataFrame, keys: tuple[str, ...]) -> DataFrame:
         return df.filter(" AND ".join(f"{q(k)} IS NOT NULL" for k in keys)) if keys else df
 
     def step(self, ctx: EpochContext) -> DataFrame:
+        """The inner join's epoch in Spark, bound here rather than by the shared binding
+        (:meth:`KeyedPair.epoch`, which the in-process engine runs): in a build each side
+        is staged straight into its state table by the executors (:meth:`StateTable.stage`),
+        the state read is joined as it is read (a join needs no consolidated state: it is
+        bilinear), and a large read gets the change broadcast to it."""
         left_change, right_change, types = self.changes(ctx)
         # Each side's keyed change is exactly what its state table stores (NULL keys left out).
         dl = keyed_change(ctx, self.left, self._keyed(left_change, self.left_keys), self.left_keys, types, self.left_state)
@@ -76,6 +90,7 @@ class JoinOp(KeyedPair):
         self.left_state.write(ctx, dl, types)
         self.right_state.write(ctx, dr, types)
         return out
+
     def describe(self) -> str:
         on = " AND ".join(f"{a} = {b}" for a, b in zip(self.left_keys, self.right_keys)) or "TRUE (cross join)"
         extra = f" WHERE {self.residual}" if self.residual else ""

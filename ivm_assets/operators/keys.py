@@ -1,33 +1,46 @@
 """What the operators that look state up by the keys of two inputs share (inner, outer, semi
-and anti joins): their two keyed state tables, both changes bucketed alike, rows with a NULL
-key set apart, and one state lookup for the keys of both inputs' change sets.
+and anti joins): their two keyed state tables and their binding, written once for both
+engines (:meth:`KeyedPair.epoch`): both changes bucketed alike, rows with a NULL key set
+apart, each state read for the keys of the changes the operator names.
 
-Both work on change sets already materialized (:func:`~ivm_assets.operators.base.materialize`):
-a small one has an Arrow copy on the driver, which is split or combined there without
-another Spark job.
+Spark's side of it works on change sets already materialized
+(:func:`~ivm_assets.operators.base.materialize`): a small one has an Arrow copy on the
+driver, which is split or combined there without another Spark job. Spark's state lookup
+for the keys of several changes is :func:`ivm_assets.operators.spark_binding.lookup`.
 """
 
 from __future__ import annotations
 
-from functools import reduce
+from abc import abstractmethod
 
-import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from ivm_assets.operators.base import Batch, EpochContext, Operator, col, input_change, materialize, nothing
+from ivm_assets.operators.binding import BoundOperator, Change, EpochBinding
+from ivm_assets.rules.rel import Rel
 from ivm_assets.spark.arrow import to_spark
-from ivm_assets.sql.plan import q
 from ivm_assets.state.arrangement import StateTable
 from ivm_assets.state.layout import hash_type, with_bucket
 from ivm_assets.zset import BUCKET
 
 
-class KeyedPair(Operator):
+class KeyedPair(BoundOperator):
     """Two inputs matched on key columns. Each input's rows are kept as a z-set keyed by its
-    keys (state tables ``left`` and ``right``); each epoch both changes are bucketed alike."""
+    keys (state tables ``left`` and ``right``); each epoch both changes are bucketed alike.
+
+    The binding (:meth:`epoch`) is one for every such operator and both engines: both
+    changes keyed, each state read for the keys :attr:`lookups` names, the rule over what is
+    present, both changes appended. What differs between operators is declared here."""
+
+    # Per rule input read from state: (the side whose table is read, the sides whose
+    # change's keys are looked up in it, the table's own side first).
+    lookups: dict[str, tuple[str, tuple[str, ...]]] = {
+        "old_right": ("right", ("right", "left")), "old_left": ("left", ("right",)),
+    }
+    # Per rule input of rows with a NULL key (which match nothing and need no state): its side.
+    null_inputs: dict[str, str] = {"nulls": "left"}
 
     def __init__(
         self, op_id: str, left: Operator, right: Operator, left_keys: tuple[str, ...], right_keys: tuple[str, ...],
@@ -45,6 +58,26 @@ class KeyedPair(Operator):
     @property
     def state_tables(self) -> tuple[StateTable, ...]:
         return (self.left_state, self.right_state)
+
+    @abstractmethod
+    def rule_on(self, present: set[str]) -> Rel:
+        """This operator's rule on changes over the rule inputs in ``present``."""
+
+    def epoch(self, cx: EpochBinding) -> Change:
+        dl, dr, nulls = cx.pair(self)
+        inputs = {"dl": cx.unkeyed(dl), "dr": cx.unkeyed(dr)} | {name: nulls[side] for name, side in self.null_inputs.items()}
+        present = {name for name, keyed in (("dl", dl), ("dr", dr)) if cx.rows(keyed)}
+        if present:
+            changes = {"left": (dl, self.left_keys), "right": (dr, self.right_keys)}
+            tables = {"left": self.left_state, "right": self.right_state}
+            for name, (side, probes) in self.lookups.items():
+                if (rows := cx.lookup_keys(tables[side], [changes[p] for p in probes])) is not None:
+                    inputs[name] = rows
+                    present.add(name)
+        out = cx.compute(self.rule_on(present), inputs, self.columns, like=(dl, dr))
+        cx.append(self.left_state, dl)
+        cx.append(self.right_state, dr)
+        return out
 
     def changes(self, ctx: EpochContext) -> tuple[DataFrame, DataFrame, list]:
         """Both inputs' changes (see :func:`~ivm_assets.operators.base.input_change`), and how
@@ -117,64 +150,3 @@ def rebucket(spark: SparkSession, batch: Batch, column: str) -> Batch:
         table = table.rename_columns([BUCKET if n == column else n for n in table.column_names])
         return Batch.of_table(spark, table)
     return Batch(batch.df.drop(BUCKET).withColumnRenamed(column, BUCKET), batch.rows)
-
-
-# Change sets with the names of their key columns, e.g. [(left change, left keys), …].
-Parts = list[tuple[Batch, tuple[str, ...]]]
-
-
-def lookup(ctx: EpochContext, table: StateTable, parts: Parts) -> DataFrame | None:
-    """The current rows of ``table`` whose key equals a key of some row of ``parts`` (change
-    sets, each with ``__bucket`` over its keys, hashed alike); None when the state is empty.
-
-    Keys of one kind (same types, or numbers) are combined into one lookup, named as the
-    first part's keys: put the table's own side first. A string key beside a number or a
-    date compares through Spark's casts ('5.0' = 5), which combining the keys in one
-    column would change: then each part looks up on its own, and rows a later part finds
-    again are left out, so every row comes once.
-    """
-    parts = [(b, keys) for b, keys in parts if b.rows]
-    if not parts:
-        return None
-    first_types = [parts[0][0].df.schema[k].dataType for k in parts[0][1]]
-    if all(_alike(b.df.schema[k].dataType, t) for b, keys in parts for k, t in zip(keys, first_types)):
-        raw = table.read(ctx, _combined(ctx, parts), parts[0][1])
-        return table.current(raw) if raw is not None else None
-    rows: DataFrame | None = None
-    for i, (batch, keys) in enumerate(parts):
-        raw = table.read(ctx, batch, keys)
-        if raw is None:
-            return None  # no state yet
-        found = raw.df
-        for earlier, earlier_keys in parts[:i]:
-            seen = earlier.df.select(*[col(k) for k in earlier_keys]).distinct()
-            same = [found[q(a)] == seen[q(b)] for a, b in zip(table.keys, earlier_keys)]
-            found = found.join(seen, reduce(lambda x, y: x & y, same), "left_anti")
-        rows = found if rows is None else rows.unionByName(found)
-    return table.current_rows(rows) if rows is not None else None
-
-
-def _alike(a: T.DataType, b: T.DataType) -> bool:
-    """Keys whose values compare the same in one column of either type: same types, or numbers."""
-    return a == b or (isinstance(a, T.NumericType) and isinstance(b, T.NumericType))
-
-
-def _combined(ctx: EpochContext, parts: Parts) -> Batch:
-    """The keys of ``parts`` (with their buckets) as one batch, named as the first part's.
-
-    Arrow copies are combined on the driver, key types cast to the first part's (an INT
-    key beside a BIGINT one); without Arrow copies, or for values the first part's type
-    cannot hold, Spark combines them (widening the types).
-    """
-    names = parts[0][1]
-    frames = [b.df.select(*[col(k).alias(n) for k, n in zip(keys, names)], col(BUCKET)) for b, keys in parts]
-    df = reduce(DataFrame.unionAll, frames)
-    rows = sum(b.rows for b, _ in parts)
-    if any(b.table is None for b, _ in parts):
-        return Batch(df, rows)
-    tables = [b.table.select([*keys, BUCKET]).rename_columns([*names, BUCKET]) for b, keys in parts]
-    try:
-        table = pa.concat_tables([t.cast(tables[0].schema) for t in tables])
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return Batch(df, rows)
-    return Batch.of_table(ctx.spark, table)

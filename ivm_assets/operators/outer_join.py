@@ -28,13 +28,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pyspark.sql import DataFrame
-
-from ivm_assets.operators.base import EpochContext, Operator
+from ivm_assets.operators.base import Operator
+from ivm_assets.operators.binding import BoundOperator
 from ivm_assets.operators.join import JoinOp
-from ivm_assets.operators.keys import keyed_change, lookup, split_null_keys
-from ivm_assets.rules import render_spark
-from ivm_assets.zset import BUCKET
 
 Side = Literal["left", "right", "full"]
 
@@ -56,25 +52,12 @@ class OuterJoinOp(JoinOp):
         self.side = side
         self.preserved = tuple(s for s in ("left", "right") if side in (s, "full"))
 
-    def step(self, ctx: EpochContext) -> DataFrame:
-        left_change, right_change, types = self.changes(ctx)
-        dl = keyed_change(ctx, self.left, left_change, self.left_keys, types)
-        dr = keyed_change(ctx, self.right, right_change, self.right_keys, types)
-        dl, left_nulls = split_null_keys(ctx.spark, dl, self.left_keys)
-        dr, right_nulls = split_null_keys(ctx.spark, dr, self.right_keys)
-        inputs = {"dl": dl.df.drop(BUCKET), "dr": dr.df.drop(BUCKET),
-                  "left_nulls": left_nulls.drop(BUCKET), "right_nulls": right_nulls.drop(BUCKET)}
-        present = {name for name, batch in (("dl", dl), ("dr", dr)) if batch.rows}
-        old = {"old_left": lookup(ctx, self.left_state, [(dl, self.left_keys), (dr, self.right_keys)]),
-               "old_right": lookup(ctx, self.right_state, [(dr, self.right_keys), (dl, self.left_keys)])}
-        for name, rows in old.items():
-            if rows is not None:
-                inputs[name] = rows
-                present.add(name)
-        out = render_spark.render(self.rule.rule(present), inputs)
-        self.left_state.write(ctx, dl, types)
-        self.right_state.write(ctx, dr, types)
-        return out
+    # Both sides are read for the keys of both changes: a touched key's padded rows depend
+    # on all its rows on both sides. Rows with a NULL key are padded, never matched.
+    lookups = {"old_left": ("left", ("left", "right")), "old_right": ("right", ("right", "left"))}
+    null_inputs = {"left_nulls": "left", "right_nulls": "right"}
+    # The shared binding in both engines (not the inner join's Spark step).
+    step = BoundOperator.step
 
     def describe(self) -> str:
         on = " AND ".join(f"{a} = {b}" for a, b in zip(self.left_keys, self.right_keys)) or "TRUE"

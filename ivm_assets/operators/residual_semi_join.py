@@ -24,13 +24,9 @@ epochs computed in process.
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
-
-from ivm_assets.operators.base import EpochContext, Operator
-from ivm_assets.operators.keys import KeyedPair, lookup
-from ivm_assets.rules import render_spark
+from ivm_assets.operators.base import Operator
+from ivm_assets.operators.keys import KeyedPair
 from ivm_assets.rules import residual_semi_join as residual_rule
-from ivm_assets.zset import BUCKET
 
 
 class ResidualSemiJoinOp(KeyedPair):
@@ -50,23 +46,7 @@ class ResidualSemiJoinOp(KeyedPair):
         super().__init__(op_id, left, right, left_keys, right_keys, left.columns)
         self.anti, self.residual = anti, residual
 
-    def step(self, ctx: EpochContext) -> DataFrame:
-        dl, dr, left_nulls, _, types = self.split_changes(ctx)
-        inputs = {"dl": dl.df.drop(BUCKET), "dr": dr.df.drop(BUCKET), "nulls": left_nulls.drop(BUCKET)}
-        present = {name for name, batch in (("dl", dl), ("dr", dr)) if batch.rows}
-        if dl.rows or dr.rows:
-            old = {"old_right": lookup(ctx, self.right_state, [(dr, self.right_keys), (dl, self.left_keys)]),
-                   "old_left": lookup(ctx, self.left_state, [(dr, self.right_keys)]) if dr.rows else None}
-            for name, rows in old.items():
-                if rows is not None:
-                    inputs[name] = rows
-                    present.add(name)
-        out = render_spark.render(self.rule(present), inputs)
-        self.left_state.write(ctx, dl, types)
-        self.right_state.write(ctx, dr, types)
-        return out
-
-    def rule(self, present: set[str]):
+    def rule_on(self, present: set[str]):
         """This join's rule on changes (:mod:`ivm_assets.rules.residual_semi_join`) over ``present``."""
         return residual_rule.rule(self.columns, self.right.columns, self.left_keys, self.right_keys, self.anti, self.residual, present)
 

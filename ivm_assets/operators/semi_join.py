@@ -40,7 +40,8 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 
 from ivm_assets.operators.base import Batch, EpochContext, Operator, col, consolidate, materialize
-from ivm_assets.operators.keys import KeyedPair, key_types, keyed_change, lookup, rebucket, split_null_keys
+from ivm_assets.operators.keys import KeyedPair, key_types, keyed_change, rebucket, split_null_keys
+from ivm_assets.operators.spark_binding import lookup
 from ivm_assets.rules import render_spark
 from ivm_assets.rules import semi_join as semi_join_rule
 from ivm_assets.rules.not_in import NULL, NotIn
@@ -60,23 +61,7 @@ class SemiJoinOp(KeyedPair):
         super().__init__(op_id, left, right, left_keys, right_keys, left.columns)
         self.anti = anti
 
-    def step(self, ctx: EpochContext) -> DataFrame:
-        dl, dr, left_nulls, _, types = self.split_changes(ctx)
-        inputs = {"dl": dl.df.drop(BUCKET), "dr": dr.df.drop(BUCKET), "nulls": left_nulls.drop(BUCKET)}
-        present = {name for name, batch in (("dl", dl), ("dr", dr)) if batch.rows}
-        if dl.rows or dr.rows:
-            old_right = lookup(ctx, self.right_state, [(dr, self.right_keys), (dl, self.left_keys)])
-            raw = self.left_state.read(ctx, dr, self.right_keys) if dr.rows else None
-            for name, found in (("old_right", old_right), ("old_left", self.left_state.current(raw) if raw is not None else None)):
-                if found is not None:
-                    inputs[name] = found
-                    present.add(name)
-        out = render_spark.render(self.rule(present), inputs)
-        self.left_state.write(ctx, dl, types)
-        self.right_state.write(ctx, dr, types)
-        return out
-
-    def rule(self, present: set[str]):
+    def rule_on(self, present: set[str]):
         """This join's rule on changes (:mod:`ivm_assets.rules.semi_join`) over ``present``."""
         return semi_join_rule.rule(self.columns, self.right.columns, self.left_keys, self.right_keys, self.anti, present)
 

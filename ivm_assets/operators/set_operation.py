@@ -23,16 +23,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
-
-from ivm_assets.operators.base import EpochContext, Operator, col, consolidate, materialize, nothing
-from ivm_assets.rules import render_spark
+from ivm_assets.operators.base import Operator
+from ivm_assets.operators.binding import BoundOperator, Change, EpochBinding
 from ivm_assets.rules import set_operation as set_rule
 from ivm_assets.rules.set_operation import SIDE
 from ivm_assets.state.arrangement import StateTable
-from ivm_assets.state.layout import default_hash_types, with_bucket
-from ivm_assets.zset import BUCKET, WEIGHT
 
 Kind = Literal["intersect", "except"]
 
@@ -44,7 +39,7 @@ _RULES = {
 }
 
 
-class SetOperationOp(Operator):
+class SetOperationOp(BoundOperator):
     """INTERSECT / EXCEPT, with or without ALL (see module doc for the rule)."""
 
     def __init__(self, op_id: str, left: Operator, right: Operator, kind: Kind, all: bool) -> None:
@@ -62,32 +57,18 @@ class SetOperationOp(Operator):
     def state_tables(self) -> tuple[StateTable, ...]:
         return (self.counts,)
 
-    def _sides(self, ctx: EpochContext) -> DataFrame:
-        """Both inputs' change sets in one, tagged with their side (columns by position)."""
-        parts = []
-        for side, op in enumerate((self.left, self.right)):
-            df = op.step(ctx).toDF(*self.columns, WEIGHT)
-            if op.unchanged(ctx):
-                df = df.limit(0)  # known empty: no Spark work for this side
-            parts.append(df.withColumn(SIDE, F.lit(side)))
-        return consolidate(parts[0].unionAll(parts[1]), self.columns + (SIDE,))
-
-    def step(self, ctx: EpochContext) -> DataFrame:
-        change = self._sides(ctx)
-        types = default_hash_types(change, self.columns)
-        batch = with_bucket(change, self.columns, ctx.buckets, types)
-        batch = nothing(batch) if self.unchanged(ctx) else materialize(batch, small=ctx.small)
-        delta = batch.df.drop(BUCKET)
-        if batch.rows == 0:
-            if ctx.full:
-                self.counts.write(ctx, batch, types)
-            return delta.select(*[col(c) for c in self.columns], col(WEIGHT))
-        inputs = {"change": delta}
-        raw = self.counts.read(ctx, batch, self.columns)
-        if raw is not None:
-            inputs["old"] = self.counts.current(raw)
-        out = render_spark.render(self.rule(set(inputs)), inputs)
-        self.counts.write(ctx, batch, types)
+    def epoch(self, cx: EpochBinding) -> Change:
+        keyed = cx.keyed(cx.tagged(self.inputs, self.columns, SIDE), self.columns, self.counts, self.inputs)
+        if cx.rows(keyed) == 0:
+            if cx.full:
+                cx.append(self.counts, keyed)  # a build lays the table out, empty
+            return cx.unkeyed(keyed, self.columns)
+        change = cx.unkeyed(keyed)
+        inputs = {"change": change}
+        if (old := cx.lookup(self.counts, keyed, self.columns)) is not None:
+            inputs["old"] = old
+        out = cx.compute(self.rule(set(inputs)), inputs, self.columns, like=(change,))
+        cx.append(self.counts, keyed)
         return out
 
     def rule(self, present: set[str]):

@@ -22,17 +22,13 @@ computed in process when every call translates (:mod:`ivm_assets.local.expressio
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
-
-from ivm_assets.operators.base import EpochContext, Operator, consolidate, materialize, nothing
-from ivm_assets.rules import render_spark
+from ivm_assets.operators.base import Operator
+from ivm_assets.operators.binding import BoundOperator, Change, EpochBinding
 from ivm_assets.rules import window as window_rule
 from ivm_assets.state.arrangement import StateTable
-from ivm_assets.state.layout import default_hash_types, with_bucket
-from ivm_assets.zset import BUCKET
 
 
-class WindowOp(Operator):
+class WindowOp(BoundOperator):
     """The input's columns plus window functions over one PARTITION BY (see module doc)."""
 
     def __init__(self, op_id: str, input: Operator, partition: tuple[str, ...], calls: tuple[tuple[str, str], ...]) -> None:
@@ -48,20 +44,14 @@ class WindowOp(Operator):
     def state_tables(self) -> tuple[StateTable, ...]:
         return (self.rows,)
 
-    def step(self, ctx: EpochContext) -> DataFrame:
-        change = consolidate(self.input.step(ctx), self.input.columns)
-        types = default_hash_types(change, self.partition)
-        batch = with_bucket(change, self.partition, ctx.buckets, types)
-        batch = nothing(batch) if self.input.unchanged(ctx) else materialize(batch, small=ctx.small)
-        delta = batch.df.drop(BUCKET)
-        raw = self.rows.read(ctx, batch, self.partition)
-        old = self.rows.current(raw) if raw is not None else None
-        if old is not None and not raw.local:
-            old = materialize(old, small=ctx.small).df  # read once, used twice
-        inputs = {"delta": delta} | ({"old": old} if old is not None else {})
-        out = render_spark.render(self.rule(set(inputs)), inputs)
-        self.rows.write(ctx, batch, types)
-        return out  # lazy: its consumer materializes it once
+    def epoch(self, cx: EpochBinding) -> Change:
+        keyed = cx.keyed(cx.consolidated(self.input, self.input.columns), self.partition, self.rows, self.inputs)
+        inputs = {"delta": cx.unkeyed(keyed)}
+        if (old := cx.lookup(self.rows, keyed, self.partition, reused=True)) is not None:  # the rule reads them twice
+            inputs["old"] = old
+        out = cx.compute(self.rule(set(inputs)), inputs)  # typed as the window functions give them
+        cx.append(self.rows, keyed)
+        return out
 
     def rule(self, present: set[str]):
         """This window's rule on changes (:mod:`ivm_assets.rules.window`) over ``present``."""

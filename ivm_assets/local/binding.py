@@ -1,0 +1,81 @@
+"""Operators' bindings (:mod:`ivm_assets.operators.binding`) run in process: change sets are
+Arrow tables, state is read on the driver for the touched keys and its rows typed as the
+change's, rules are computed by DuckDB (:mod:`ivm_assets.rules.render_duckdb`). A mixin of
+:class:`~ivm_assets.local.epoch.LocalEpoch`, whose state helpers it uses."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from ivm_assets.local.columns import cast_columns, check_key_types, split_null_keys
+from ivm_assets.local.untranslatable import Untranslatable
+from ivm_assets.operators.base import Operator
+from ivm_assets.operators.keys import KeyedPair
+from ivm_assets.rules.rel import Rel
+from ivm_assets.state.arrangement import StateTable
+from ivm_assets.zset import BUCKET, WEIGHT
+
+
+class DriverBinding:
+    """An epoch in process, as an operator's binding sees it."""
+
+    @property
+    def full(self) -> bool:
+        return self.ctx.full
+
+    def consolidated(self, op: Operator, columns: tuple[str, ...]) -> pa.Table:
+        return self.consolidate(self.change(op), columns)
+
+    def tagged(self, ops: tuple[Operator, ...], columns: tuple[str, ...], tag: str) -> pa.Table:
+        parts = []
+        for index, op in enumerate(ops):
+            change = self.change(op).rename_columns([*columns, WEIGHT])
+            parts.append(change.append_column(tag, pa.array([index] * change.num_rows, pa.int32())))
+        if len({part.schema for part in parts}) > 1:
+            raise Untranslatable("inputs typed differently (Spark widens them to a common type)")
+        return self.consolidate(pa.concat_tables(parts), (*columns, tag))
+
+    def keyed(self, change: pa.Table, keys: tuple[str, ...], table: StateTable, inputs: tuple[Operator, ...]) -> pa.Table:
+        return change.append_column(BUCKET, self._buckets(change, keys, self._hashes(table)))
+
+    def pair(self, op: KeyedPair) -> tuple[pa.Table, pa.Table, dict[str, pa.Table]]:
+        keyed, nulls = {}, {}
+        for side, child, keys, table in (("left", op.left, op.left_keys, op.left_state), ("right", op.right, op.right_keys, op.right_state)):
+            # A build's sides are ordered by key as they are consolidated (on every core): the
+            # state writer then finds them in order and does not sort them again.
+            change = self.consolidate(self.change(child), child.columns, keys if self.ctx.full else ())
+            change, nulls[side] = split_null_keys(change, keys)
+            keyed[side] = change.append_column(BUCKET, self._buckets(change, keys, self._hashes(table)))
+        check_key_types(keyed["left"], keyed["right"], zip(op.left_keys, op.right_keys), "the join key", full=self.ctx.full)
+        return keyed["left"], keyed["right"], nulls
+
+    def rows(self, keyed: pa.Table) -> int:
+        return keyed.num_rows
+
+    def unkeyed(self, keyed: pa.Table, columns: tuple[str, ...] | None = None) -> pa.Table:
+        change = keyed.drop_columns([BUCKET])
+        return change if columns is None else change.select([*columns, WEIGHT])
+
+    def lookup(self, table: StateTable, keyed: pa.Table, keys: tuple[str, ...], *, reused: bool = False) -> pa.Table | None:
+        if keyed.num_rows == 0 or (old := self._lookup(table, keyed, keys)) is None:
+            return None
+        like = self.unkeyed(keyed).schema
+        return cast_columns(old, like, like.names)
+
+    def lookup_keys(self, table: StateTable, parts: list[tuple[pa.Table, tuple[str, ...]]]) -> pa.Table | None:
+        parts = [(change, keys) for change, keys in parts if change.num_rows]
+        if len(parts) == 1:
+            # The change is the probe as it is, with its buckets: a pair's keys are hashed
+            # alike in both its tables (Spark lays them out by the pair's type, and a build
+            # in process refuses pairs whose own types would hash otherwise).
+            return self._lookup(table, *parts[0])
+        return self._read(table, parts, {table.name: self._hashes(table)})
+
+    def compute(self, node: Rel, inputs: dict[str, pa.Table], columns: tuple[str, ...] | None = None, like: tuple[pa.Table, ...] = ()) -> pa.Table:
+        if columns is None:
+            return self._computed(node, inputs)
+        fields = {f.name: f for t in reversed(like) for f in t.schema}  # the first's where names repeat
+        return self._rendered(node, inputs, fields, columns)
+
+    def append(self, table: StateTable, keyed: pa.Table) -> None:
+        self._write(table, keyed)

@@ -1,0 +1,94 @@
+"""What an operator's epoch asks of the engine that runs it: the seam between a rule's
+binding, written once per operator, and the two engines.
+
+An operator's incremental rule (:mod:`ivm_assets.rules`) is a relational expression over
+named inputs: its input's change, the state rows the change touches. Which inputs those are
+(which state table is read for which keys, what is appended where, what an empty change
+skips) is the operator's *binding*, and it is the same whichever engine computes the rule.
+Operators that bind through this protocol write it once, in ``epoch(cx)``; Spark runs it
+with :class:`~ivm_assets.operators.spark_binding.SparkBinding` (change sets are lazy
+DataFrames, keyed ones materialized :class:`~ivm_assets.operators.base.Batch`\\ es) and the
+in-process engine with :class:`~ivm_assets.local.binding.DriverBinding` (Arrow tables, the
+state read on the driver, DuckDB computing the rule).
+
+A value of the engine's own (a change set) is opaque to the operator: it only passes it
+from one call to the next. State is only appended to, and only through :meth:`append`,
+which queues the commit; nothing is written while the operators run.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pyspark.sql import DataFrame
+
+from ivm_assets.operators.base import EpochContext, Operator
+from ivm_assets.operators.spark_binding import SparkBinding
+
+if TYPE_CHECKING:
+    from ivm_assets.rules.rel import Rel
+    from ivm_assets.state.arrangement import StateTable
+
+Change = Any  # an engine's change set: a Spark DataFrame or Batch, an Arrow table
+
+
+class EpochBinding(Protocol):
+    """One epoch of one view, as an operator's binding sees it (see the module doc)."""
+
+    @property
+    def full(self) -> bool:
+        """Whether the epoch is a build: every change is the whole input, state starts empty."""
+
+    def consolidated(self, op: Operator, columns: tuple[str, ...]) -> Change:
+        """``op``'s change this epoch, consolidated on ``columns`` (one row per distinct row,
+        weights summed, zero weights dropped)."""
+
+    def tagged(self, ops: tuple[Operator, ...], columns: tuple[str, ...], tag: str) -> Change:
+        """The changes of ``ops`` renamed to ``columns`` (by position), each row tagged with
+        its input's index in column ``tag``, as one change consolidated on the columns and
+        the tag."""
+
+    def keyed(self, change: Change, keys: tuple[str, ...], table: StateTable, inputs: tuple[Operator, ...]) -> Change:
+        """``change`` with its bucket in ``table`` over ``keys``, computed once: what
+        :meth:`rows`, :meth:`lookup` and :meth:`append` take. Known empty when every one of
+        ``inputs`` is unchanged."""
+
+    def pair(self, op: Operator) -> tuple[Change, Change, dict[str, Change]]:
+        """The two changes of ``op`` (a :class:`~ivm_assets.operators.keys.KeyedPair`),
+        consolidated, each keyed by its keys with each pair of keys hashed alike, without
+        their rows with a NULL key; and those rows (by side: ``left``, ``right``)."""
+
+    def rows(self, keyed: Change) -> int:
+        """The rows of a keyed change."""
+
+    def unkeyed(self, keyed: Change, columns: tuple[str, ...] | None = None) -> Change:
+        """A keyed change without its bucket (only ``columns`` and the weight, if given)."""
+
+    def lookup(self, table: StateTable, keyed: Change, keys: tuple[str, ...], *, reused: bool = False) -> Change | None:
+        """``table``'s current rows (consolidated) whose ``table.keys`` equal the ``keys`` of
+        a row of ``keyed``, typed as the change's columns; None when the state is empty.
+        ``reused``: the rule reads them more than once."""
+
+    def lookup_keys(self, table: StateTable, parts: list[tuple[Change, tuple[str, ...]]]) -> Change | None:
+        """``table``'s current rows whose keys equal those of a row of some keyed change of
+        ``parts`` (each with the names of its key columns; the table's own side first); None
+        when the state is empty or every part is."""
+
+    def compute(self, node: Rel, inputs: dict[str, Change], columns: tuple[str, ...] | None = None, like: tuple[Change, ...] = ()) -> Change:
+        """The rule ``node`` over ``inputs``; with ``columns``, typed as the first of the
+        changes ``like`` with a column of that name (and the weight)."""
+
+    def append(self, table: StateTable, keyed: Change) -> None:
+        """Queue ``keyed`` to be appended to ``table`` (a build: to replace it)."""
+
+
+class BoundOperator(Operator):
+    """An operator whose epoch is bound once, for both engines, in :meth:`epoch`."""
+
+    @abstractmethod
+    def epoch(self, cx: EpochBinding) -> Change:
+        """This epoch's change set of the operator's output, in ``cx``'s engine."""
+
+    def step(self, ctx: EpochContext) -> DataFrame:
+        return self.epoch(SparkBinding(ctx))

@@ -1,0 +1,143 @@
+"""Operators' bindings (:mod:`ivm_assets.operators.binding`) run by Spark: change sets are
+lazy DataFrames, a keyed change is materialized once (:func:`materialize`: a small one comes
+to the driver as Arrow, in the job of every other small change computed before its first
+use), state is read by :meth:`StateTable.read` and rules are rendered as DataFrames."""
+
+from __future__ import annotations
+
+from functools import reduce
+
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from ivm_assets.operators.base import Batch, EpochContext, Operator, col, consolidate, materialize, nothing
+from ivm_assets.rules import render_spark
+from ivm_assets.rules.rel import Rel
+from ivm_assets.sql.plan import q
+from ivm_assets.state.arrangement import StateTable
+from ivm_assets.state.layout import default_hash_types, with_bucket
+from ivm_assets.zset import BUCKET, WEIGHT
+
+
+class SparkBinding:
+    """An epoch in Spark, as an operator's binding sees it."""
+
+    def __init__(self, ctx: EpochContext) -> None:
+        self.ctx = ctx
+        self._hash_types: dict[str, list] = {}  # per state table: how its keys were hashed
+
+    @property
+    def full(self) -> bool:
+        return self.ctx.full
+
+    def consolidated(self, op: Operator, columns: tuple[str, ...]) -> DataFrame:
+        return consolidate(op.step(self.ctx), columns)
+
+    def tagged(self, ops: tuple[Operator, ...], columns: tuple[str, ...], tag: str) -> DataFrame:
+        parts = []
+        for index, op in enumerate(ops):
+            df = op.step(self.ctx).toDF(*columns, WEIGHT)
+            if op.unchanged(self.ctx):
+                df = df.limit(0)  # known empty: no Spark work for this input
+            parts.append(df.withColumn(tag, F.lit(index)))
+        return consolidate(reduce(DataFrame.unionAll, parts), (*columns, tag))
+
+    def keyed(self, change: DataFrame, keys: tuple[str, ...], table: StateTable, inputs: tuple[Operator, ...]) -> Batch:
+        types = self._hash_types[table.table_name] = default_hash_types(change, keys)
+        batch = with_bucket(change, keys, self.ctx.buckets, types)
+        return nothing(batch) if all(i.unchanged(self.ctx) for i in inputs) else materialize(batch, small=self.ctx.small)
+
+    def pair(self, op) -> tuple[Batch, Batch, dict[str, DataFrame]]:
+        dl, dr, left_nulls, right_nulls, types = op.split_changes(self.ctx)
+        self._hash_types[op.left_state.table_name] = self._hash_types[op.right_state.table_name] = types
+        return dl, dr, {"left": left_nulls.drop(BUCKET), "right": right_nulls.drop(BUCKET)}
+
+    def rows(self, keyed: Batch) -> int:
+        return keyed.rows
+
+    def unkeyed(self, keyed: Batch, columns: tuple[str, ...] | None = None) -> DataFrame:
+        df = keyed.df.drop(BUCKET)
+        return df if columns is None else df.select(*[col(c) for c in columns], col(WEIGHT))
+
+    def lookup(self, table: StateTable, keyed: Batch, keys: tuple[str, ...], *, reused: bool = False) -> DataFrame | None:
+        raw = table.read(self.ctx, keyed, keys)
+        if raw is None:
+            return None
+        current = table.current(raw)
+        if reused and not raw.local:
+            return materialize(current, small=self.ctx.small).df  # read once, used twice
+        return current
+
+    def lookup_keys(self, table: StateTable, parts: list[tuple[Batch, tuple[str, ...]]]) -> DataFrame | None:
+        return lookup(self.ctx, table, parts)
+
+    def compute(self, node: Rel, inputs: dict[str, DataFrame], columns: tuple[str, ...] | None = None, like: tuple = ()) -> DataFrame:
+        # Left lazy: whoever consumes a change set materializes it once, and a second
+        # materialization here would cost one more Spark job per epoch.
+        return render_spark.render(node, inputs)
+
+    def append(self, table: StateTable, keyed: Batch) -> None:
+        table.write(self.ctx, keyed, self._hash_types[table.table_name])
+
+
+# Change sets with the names of their key columns, e.g. [(left change, left keys), …].
+Parts = list[tuple[Batch, tuple[str, ...]]]
+
+
+def lookup(ctx: EpochContext, table: StateTable, parts: Parts) -> DataFrame | None:
+    """The current rows of ``table`` whose key equals a key of some row of ``parts`` (change
+    sets, each with ``__bucket`` over its keys, hashed alike); None when the state is empty.
+
+    Keys of one kind (same types, or numbers) are combined into one lookup, named as the
+    first part's keys: put the table's own side first. A string key beside a number or a
+    date compares through Spark's casts ('5.0' = 5), which combining the keys in one
+    column would change: then each part looks up on its own, and rows a later part finds
+    again are left out, so every row comes once.
+    """
+    parts = [(b, keys) for b, keys in parts if b.rows]
+    if not parts:
+        return None
+    first_types = [parts[0][0].df.schema[k].dataType for k in parts[0][1]]
+    if all(_alike(b.df.schema[k].dataType, t) for b, keys in parts for k, t in zip(keys, first_types)):
+        raw = table.read(ctx, _combined(ctx, parts), parts[0][1])
+        return table.current(raw) if raw is not None else None
+    rows: DataFrame | None = None
+    for i, (batch, keys) in enumerate(parts):
+        raw = table.read(ctx, batch, keys)
+        if raw is None:
+            return None  # no state yet
+        found = raw.df
+        for earlier, earlier_keys in parts[:i]:
+            seen = earlier.df.select(*[col(k) for k in earlier_keys]).distinct()
+            same = [found[q(a)] == seen[q(b)] for a, b in zip(table.keys, earlier_keys)]
+            found = found.join(seen, reduce(lambda x, y: x & y, same), "left_anti")
+        rows = found if rows is None else rows.unionByName(found)
+    return table.current_rows(rows) if rows is not None else None
+
+
+def _alike(a: T.DataType, b: T.DataType) -> bool:
+    """Keys whose values compare the same in one column of either type: same types, or numbers."""
+    return a == b or (isinstance(a, T.NumericType) and isinstance(b, T.NumericType))
+
+
+def _combined(ctx: EpochContext, parts: Parts) -> Batch:
+    """The keys of ``parts`` (with their buckets) as one batch, named as the first part's.
+
+    Arrow copies are combined on the driver, key types cast to the first part's (an INT
+    key beside a BIGINT one); without Arrow copies, or for values the first part's type
+    cannot hold, Spark combines them (widening the types).
+    """
+    names = parts[0][1]
+    frames = [b.df.select(*[col(k).alias(n) for k, n in zip(keys, names)], col(BUCKET)) for b, keys in parts]
+    df = reduce(DataFrame.unionAll, frames)
+    rows = sum(b.rows for b, _ in parts)
+    if any(b.table is None for b, _ in parts):
+        return Batch(df, rows)
+    tables = [b.table.select([*keys, BUCKET]).rename_columns([*names, BUCKET]) for b, keys in parts]
+    try:
+        table = pa.concat_tables([t.cast(tables[0].schema) for t in tables])
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return Batch(df, rows)
+    return Batch.of_table(ctx.spark, table)
