@@ -6,8 +6,10 @@ change's, rules are computed by DuckDB (:mod:`ivm_assets.rules.render_duckdb`). 
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ivm_assets.local.columns import cast_columns, check_key_types, split_null_keys
+from ivm_assets.local.sql_types import VALUE_FAMILIES, arrow_type
 from ivm_assets.local.untranslatable import Untranslatable
 from ivm_assets.operators.base import Operator
 from ivm_assets.operators.keys import KeyedPair
@@ -52,15 +54,41 @@ class DriverBinding:
     def rows(self, keyed: pa.Table) -> int:
         return keyed.num_rows
 
+    def kept(self, change: pa.Table) -> pa.Table:
+        return change
+
+    def copies(self, kept: pa.Table) -> int:
+        return int(pc.sum(kept.column(WEIGHT)).as_py() or 0)
+
+    def distinct(self, keyed: pa.Table, columns: tuple[str, ...]) -> pa.Table:
+        return self.sql("SELECT DISTINCT * FROM t", t=keyed.select(list(columns)))
+
+    def orders_alike(self, change: pa.Table, columns: tuple[str, ...], what: str) -> None:
+        for name in columns:
+            # No FLOAT/DOUBLE: where their order or grouping differs from Spark's is not mirrored.
+            if arrow_type(change.schema.field(name).type).family not in VALUE_FAMILIES:
+                raise Untranslatable(f"{what} a column of type {change.schema.field(name).type}")
+
+    def count(self, stat: str, n: int) -> None:
+        self.ctx.stats[stat] = self.ctx.stats.get(stat, 0) + n
+
     def unkeyed(self, keyed: pa.Table, columns: tuple[str, ...] | None = None) -> pa.Table:
         change = keyed.drop_columns([BUCKET])
         return change if columns is None else change.select([*columns, WEIGHT])
 
-    def lookup(self, table: StateTable, keyed: pa.Table, keys: tuple[str, ...], *, reused: bool = False) -> pa.Table | None:
-        if keyed.num_rows == 0 or (old := self._lookup(table, keyed, keys)) is None:
+    def lookup(
+        self, table: StateTable, keyed: pa.Table | None, keys: tuple[str, ...], *, like: pa.Table | None = None, reused: bool = False,
+    ) -> pa.Table | None:
+        if keyed is None:
+            old = self._current(table, table.read(self.ctx, None, ()))
+        elif keyed.num_rows == 0:
             return None
-        like = self.unkeyed(keyed).schema
-        return cast_columns(old, like, like.names)
+        else:
+            old = self._lookup(table, keyed, keys)
+        if old is None:
+            return None
+        schema = (like if like is not None else self.unkeyed(keyed)).schema
+        return cast_columns(old, schema, schema.names)
 
     def lookup_keys(self, table: StateTable, parts: list[tuple[pa.Table, tuple[str, ...]]]) -> pa.Table | None:
         parts = [(change, keys) for change, keys in parts if change.num_rows]

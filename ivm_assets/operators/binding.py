@@ -51,8 +51,24 @@ class EpochBinding(Protocol):
 
     def keyed(self, change: Change, keys: tuple[str, ...], table: StateTable, inputs: tuple[Operator, ...]) -> Change:
         """``change`` with its bucket in ``table`` over ``keys``, computed once: what
-        :meth:`rows`, :meth:`lookup` and :meth:`append` take. Known empty when every one of
-        ``inputs`` is unchanged."""
+        :meth:`rows`, :meth:`lookup` and :meth:`append` take. Known empty when ``inputs``
+        are given and every one of them is unchanged."""
+
+    def kept(self, change: Change) -> Change:
+        """``change`` computed once, for a rule that reads it more than once or counts it."""
+
+    def copies(self, kept: Change) -> int:
+        """The rows of a kept change, counting copies (the sum of its weights)."""
+
+    def distinct(self, keyed: Change, columns: tuple[str, ...]) -> Change:
+        """The distinct values of ``columns`` of a keyed change (no weight)."""
+
+    def orders_alike(self, change: Change, columns: tuple[str, ...], what: str) -> None:
+        """Make sure the engine orders and groups ``columns`` as Spark does; in process, a
+        type it orders otherwise sends the epoch to Spark (``what`` names the use)."""
+
+    def count(self, stat: str, n: int) -> None:
+        """Add ``n`` to the refresh's statistic ``stat``."""
 
     def pair(self, op: Operator) -> tuple[Change, Change, dict[str, Change]]:
         """The two changes of ``op`` (a :class:`~ivm_assets.operators.keys.KeyedPair`),
@@ -65,10 +81,13 @@ class EpochBinding(Protocol):
     def unkeyed(self, keyed: Change, columns: tuple[str, ...] | None = None) -> Change:
         """A keyed change without its bucket (only ``columns`` and the weight, if given)."""
 
-    def lookup(self, table: StateTable, keyed: Change, keys: tuple[str, ...], *, reused: bool = False) -> Change | None:
+    def lookup(
+        self, table: StateTable, keyed: Change | None, keys: tuple[str, ...], *, like: Change | None = None, reused: bool = False,
+    ) -> Change | None:
         """``table``'s current rows (consolidated) whose ``table.keys`` equal the ``keys`` of
-        a row of ``keyed``, typed as the change's columns; None when the state is empty.
-        ``reused``: the rule reads them more than once."""
+        a row of ``keyed`` (None: every row), typed as the columns of ``like`` (default: the
+        keyed change's); None when the state is empty. ``reused``: the rule reads them more
+        than once."""
 
     def lookup_keys(self, table: StateTable, parts: list[tuple[Change, tuple[str, ...]]]) -> Change | None:
         """``table``'s current rows whose keys equal those of a row of some keyed change of

@@ -47,7 +47,24 @@ class SparkBinding:
     def keyed(self, change: DataFrame, keys: tuple[str, ...], table: StateTable, inputs: tuple[Operator, ...]) -> Batch:
         types = self._hash_types[table.table_name] = default_hash_types(change, keys)
         batch = with_bucket(change, keys, self.ctx.buckets, types)
-        return nothing(batch) if all(i.unchanged(self.ctx) for i in inputs) else materialize(batch, small=self.ctx.small)
+        if inputs and all(i.unchanged(self.ctx) for i in inputs):
+            return nothing(batch)
+        return materialize(batch, small=self.ctx.small)
+
+    def kept(self, change: DataFrame) -> Batch:
+        return materialize(change, small=True)
+
+    def copies(self, kept: Batch) -> int:
+        return sum(kept.table.column(WEIGHT).to_pylist())
+
+    def distinct(self, keyed: Batch, columns: tuple[str, ...]) -> DataFrame:
+        return keyed.df.select(*[col(c) for c in columns]).distinct()
+
+    def orders_alike(self, change: DataFrame, columns: tuple[str, ...], what: str) -> None:
+        return None  # Spark's own order
+
+    def count(self, stat: str, n: int) -> None:
+        self.ctx.stats[stat] = self.ctx.stats.get(stat, 0) + n
 
     def pair(self, op) -> tuple[Batch, Batch, dict[str, DataFrame]]:
         dl, dr, left_nulls, right_nulls, types = op.split_changes(self.ctx)
@@ -61,7 +78,9 @@ class SparkBinding:
         df = keyed.df.drop(BUCKET)
         return df if columns is None else df.select(*[col(c) for c in columns], col(WEIGHT))
 
-    def lookup(self, table: StateTable, keyed: Batch, keys: tuple[str, ...], *, reused: bool = False) -> DataFrame | None:
+    def lookup(
+        self, table: StateTable, keyed: Batch | None, keys: tuple[str, ...], *, like=None, reused: bool = False,
+    ) -> DataFrame | None:
         raw = table.read(self.ctx, keyed, keys)
         if raw is None:
             return None
@@ -76,7 +95,7 @@ class SparkBinding:
     def compute(self, node: Rel, inputs: dict[str, DataFrame], columns: tuple[str, ...] | None = None, like: tuple = ()) -> DataFrame:
         # Left lazy: whoever consumes a change set materializes it once, and a second
         # materialization here would cost one more Spark job per epoch.
-        return render_spark.render(node, inputs)
+        return render_spark.render(node, {name: x.df if isinstance(x, Batch) else x for name, x in inputs.items()})
 
     def append(self, table: StateTable, keyed: Batch) -> None:
         table.write(self.ctx, keyed, self._hash_types[table.table_name])

@@ -22,9 +22,8 @@ Rule on changes, for a change ΔA:
 4. Δout = rows m+1 … m+k of B′ (+) − rows m+1 … m+k of B (−).
 
 Cost per change: one read of B (its file count bounded by compaction), a sort of B + ΔA
-in one Spark partition, an append of ΔA to A and of B′ − B to B; a refill reads A. Without
-partitions ΔA and B′ are computed in one Spark job (B is read whole, so ΔA's rows are not
-needed before B′ is planned).
+(in one Spark partition, or by DuckDB in process), an append of ΔA to A and of B′ − B to B;
+a refill reads A. An empty ΔA changes nothing and reads nothing.
 
 Per group (``ROW_NUMBER() OVER (PARTITION BY g …) <= k``, see
 :mod:`ivm_assets.sql.top_k_per_group`) all of this holds per partition: both tables are
@@ -32,27 +31,26 @@ bucketed by the partition columns, a change reads the buffers of the partitions 
 and a refill reads A for just the partitions drained. The place of each copy (the
 ROW_NUMBER value) is then an output column.
 
-The rule is written once, in :mod:`ivm_assets.rules.top_k`, and rendered by Spark here and
-by DuckDB for epochs computed in process; which state is read, and how, is the engine's.
+The rule is written once, in :mod:`ivm_assets.rules.top_k`, and bound to its inputs once for
+both engines (:meth:`TopKOp.epoch`, :mod:`ivm_assets.operators.binding`); how state is read
+is the engine's.
 """
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
-
-from ivm_assets.operators.base import Batch, EpochContext, Operator, col, consolidate, materialize, nothing, unforced
-from ivm_assets.rules import rel, render_spark
+from ivm_assets.operators.base import Operator
+from ivm_assets.operators.binding import BoundOperator, Change, EpochBinding
+from ivm_assets.rules import rel
 from ivm_assets.rules.top_k import TopKRule
 from ivm_assets.sql.plan import SortKey
 from ivm_assets.state.arrangement import StateTable
-from ivm_assets.state.layout import default_hash_types, with_bucket
-from ivm_assets.zset import BUCKET, WEIGHT
+from ivm_assets.zset import BUCKET
 
 # Distinct rows the buffer keeps beyond twice the rows the view shows.
 SLACK = 10
 
 
-class TopKOp(Operator):
+class TopKOp(BoundOperator):
     """ORDER BY … LIMIT … OFFSET over a total order, of the whole input or per partition
     (see module doc for the rule and the state)."""
 
@@ -87,56 +85,51 @@ class TopKOp(Operator):
         """This operator's rule on changes (:mod:`ivm_assets.rules.top_k`)."""
         return TopKRule(self.row_columns, self.order, self.limit, self.offset, self.partition, self.position, self.target)
 
-    def _refill(self, ctx: EpochContext, batch: Batch, delta: DataFrame, new: Batch) -> Batch:
+    def epoch(self, cx: EpochBinding) -> Change:
+        rule = self.rule
+        keyed = cx.keyed(cx.consolidated(self.input, self.row_columns), self.partition, self.rows, self.inputs)
+        delta = cx.unkeyed(keyed)
+        cx.orders_alike(delta, (*(k[0] for k in self.order), *self.partition), "top-k ordered or partitioned by")
+        if not cx.full and cx.rows(keyed) == 0:  # the buffer stays as it is, and nothing shown changes
+            return cx.compute(rel.empty(rule.output({"new"})), {"new": delta})
+        inputs = {"delta": delta}
+        if cx.full:
+            new = cx.kept(cx.compute(rule.full(), inputs, self.row_columns, like=(delta,)))
+        else:
+            # Without partitions the buffer is read whole; with them, its partitions ΔA touches.
+            old = cx.lookup(self.top, keyed if self.partition else None, self.partition, like=delta, reused=True)
+            if old is not None:
+                inputs["old"] = old
+            advanced = cx.kept(cx.compute(rule.advanced(set(inputs)), inputs, self.row_columns, like=(delta,)))
+            new = self._refilled(cx, keyed, delta, advanced)
+        inputs["new"] = new
+        out = cx.compute(rule.output(set(inputs)), inputs)
+        buffer_change = cx.compute(rule.buffer_change(set(inputs)), inputs, self.row_columns, like=(delta,))
+        cx.append(self.rows, keyed)
+        cx.append(self.top, cx.keyed(buffer_change, self.partition, self.top, ()))
+        return out
+
+    def _refilled(self, cx: EpochBinding, keyed: Change, delta: Change, new: Change) -> Change:
         """B′ with the partitions left holding fewer than m + k rows refilled from A + ΔA (step 2)."""
         rule = self.rule
-        inputs = {"new": new.df, "delta": delta}
+        inputs = {"new": new, "delta": delta}
         if not self.partition:
-            if _copies(new) >= self.offset + self.limit:
+            if cx.copies(new) >= self.offset + self.limit:
                 return new
-            # The whole input, not the rows of the change's buckets: a change that cancels
-            # out (a no-op UPDATE, an insert a filter drops) has no rows, and so no bucket.
-            raw = self.rows.read(ctx, None, ())
-            ctx.stats["top_k_refills"] = ctx.stats.get("top_k_refills", 0) + 1
+            # The whole input, not the rows of the change's buckets.
+            rows = cx.lookup(self.rows, None, (), like=delta)
+            cx.count("top_k_refills", 1)
         else:
-            touched = batch.df.select(*[col(k) for k in self.partition], col(BUCKET)).distinct()
-            drained = materialize(render_spark.render(rule.drained(), {"new": new.df, "touched": touched}), small=True)
-            if drained.rows == 0:
+            touched = cx.distinct(keyed, (*self.partition, BUCKET))
+            drained = cx.kept(cx.compute(rule.drained(), {"new": new, "touched": touched}))
+            if cx.rows(drained) == 0:
                 return new
-            ctx.stats["top_k_refills"] = ctx.stats.get("top_k_refills", 0) + drained.rows
-            inputs["drained"] = drained.df
-            raw = self.rows.read(ctx, drained, self.partition)
-        if raw is not None:
-            inputs["rows"] = raw.df
-        return materialize(render_spark.render(rule.refilled(set(inputs)), inputs), small=True)
-
-    def step(self, ctx: EpochContext) -> DataFrame:
-        rule = self.rule
-        change = consolidate(self.input.step(ctx), self.row_columns)
-        types = default_hash_types(change, self.partition)
-        batch = with_bucket(change, self.partition, ctx.buckets, types)
-        batch = nothing(batch) if self.input.unchanged(ctx) else materialize(batch, small=ctx.small)
-        if self.partition and not ctx.full and batch.rows == 0:
-            return render_spark.render(rel.empty(rule.output({"new"})), {"new": batch.df.drop(BUCKET)})
-        # Without partitions the buffer is read whole, so nothing here needs the change's
-        # rows: it is computed in the job that computes the new buffer (an empty change
-        # leaves the buffer as it is and shows no change). Otherwise it is computed by now.
-        delta = unforced(batch).drop(BUCKET)
-        inputs = {"delta": delta}
-        if ctx.full:
-            new = materialize(render_spark.render(rule.full(), inputs), small=True)
-        else:
-            raw = self.top.read(ctx, batch if self.partition else None, self.partition)
-            if raw is not None:
-                old = self.top.current(raw)
-                inputs["old"] = old if raw.local else materialize(old, small=True).df  # used three times
-            new = self._refill(ctx, batch, delta, materialize(render_spark.render(rule.advanced(set(inputs)), inputs), small=True))
-        inputs["new"] = new.df
-        out = render_spark.render(rule.output(set(inputs)), inputs)
-        buffer_change = render_spark.render(rule.buffer_change(set(inputs)), inputs)
-        self.rows.write(ctx, batch, types)
-        self.top.write(ctx, materialize(with_bucket(buffer_change, self.partition, ctx.buckets, types), small=True), types)
-        return out  # lazy: its consumer materializes it once
+            cx.count("top_k_refills", cx.rows(drained))
+            inputs["drained"] = drained
+            rows = cx.lookup(self.rows, drained, self.partition, like=delta)
+        if rows is not None:
+            inputs["rows"] = rows
+        return cx.kept(cx.compute(rule.refilled(set(inputs)), inputs, self.row_columns, like=(delta,)))
 
     def describe(self) -> str:
         order = ", ".join(f"{c} {'DESC' if d else 'ASC'} NULLS {'FIRST' if n else 'LAST'}" for c, d, n in self.order)
@@ -148,7 +141,3 @@ class TopKOp(Operator):
             "Δ within the buffer only; refilled from the input when deletes drain it"
         )
 
-
-def _copies(batch: Batch) -> int:
-    """Rows (counting copies) in a z-set materialized as small (with its Arrow copy)."""
-    return sum(batch.table.column(WEIGHT).to_pylist())
