@@ -25,7 +25,7 @@ from ivm_assets.delta.row_groups import read_row_groups, select_row_groups
 from ivm_assets.delta.snapshot import arrow_schema, file_count, files_by_partition, snapshot_files
 from ivm_assets.delta.write import create_table, delete_rows, write, write_epoch
 from ivm_assets.engine.refresh import LOG_CLEANUP_EPOCHS
-from ivm_assets.sql.incrementalize import fingerprint, identity, operators
+from ivm_assets.operators.incrementalize import fingerprint, identity, operators
 from ivm_assets.state.layout import FORMAT, StateLayout
 from ivm_assets.state.progress import Progress
 
@@ -196,7 +196,7 @@ def test_operator_ids_name_the_computation(spark):
     """Same SQL → same ids and fingerprint; a different subtree → a different id, so it
     never reads another computation's state."""
     from ivm_assets.sql.plan import Filter, Plan, Scan
-    from ivm_assets.sql.incrementalize import incrementalize
+    from ivm_assets.operators.incrementalize import incrementalize
 
     a = incrementalize(Plan(Filter(Scan("t", ("a",), ("x",)), "`x` > 1"), ("a",)))
     b = incrementalize(Plan(Filter(Scan("t", ("a",), ("x",)), "`x` > 1"), ("a",)))

@@ -35,7 +35,7 @@ from ivm_assets.operators.base import Operator
 from ivm_assets.operators.linear import ScanOp
 from ivm_assets.spark.arrow import normalize_schema, normalize_table, spark_schema
 from ivm_assets.state import driver_rows
-from ivm_assets.sql.incrementalize import operators
+from ivm_assets.operators.incrementalize import operators
 from ivm_assets.sql.plan import q
 from ivm_assets.zset import WEIGHT
 

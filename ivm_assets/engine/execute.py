@@ -28,11 +28,12 @@ from ivm_assets.delta.snapshot import arrow_schema as arrow_schema_at, row_count
 from ivm_assets.engine import changes as cdc
 from ivm_assets.engine import output
 from ivm_assets.engine.compile import CompiledView
+from ivm_assets.epoch_context import EpochContext
 from ivm_assets.errors import ChangeTooLarge, CommitConflictError, ExpressionError, InexactAggregate, LostDataFile, RebuildNeeded, RefreshError
 from ivm_assets.local.epoch import LOCAL_CHANGE_ROWS, LocalEpoch
 from ivm_assets.local.untranslatable import Untranslatable
-from ivm_assets.operators.base import Batch, EpochContext, discard_pending, materialize
 from ivm_assets.spark.arrow import arrow_schema, to_spark
+from ivm_assets.spark.batches import Batch, discard_pending, materialize
 from ivm_assets.spark.metrics import counting_jobs
 from ivm_assets.spark.session import LazySession, tuned_for
 from ivm_assets.state.progress import EpochRecord

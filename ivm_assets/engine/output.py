@@ -23,10 +23,10 @@ from ivm_assets.delta.read import read_snapshot_sized
 from ivm_assets.delta.row_groups import read_files_arrow
 from ivm_assets.delta.snapshot import SnapshotFiles, row_count, snapshot_files
 from ivm_assets.delta.write import apply_bag_change, overwrite_epoch, write_output_rows
-from ivm_assets.operators.base import Batch, col, copies, null_safe_match
+from ivm_assets.spark.arrow import to_arrow
+from ivm_assets.spark.batches import Batch, col, copies, null_safe_match
 from ivm_assets.state import consolidate, driver_rows
 from ivm_assets.state.arrangement import DRIVER_READ_BYTES, LARGE_READ_BYTES
-from ivm_assets.spark.arrow import to_arrow
 from ivm_assets.zset import WEIGHT, normal_rows
 
 _OP, _COPY = "__ivm_op", "__ivm_copy"

@@ -10,10 +10,10 @@ from ivm_assets.local.columns import cast_columns
 from ivm_assets.local.sql_types import VALUE_FAMILIES, arrow_type
 from ivm_assets.local.untranslatable import Untranslatable
 from ivm_assets.operators.aggregate import AggregateOp
-from ivm_assets.operators.base import Batch
 from ivm_assets.rules import rel
 from ivm_assets.rules.aggregate import GLOBAL
 from ivm_assets.spark.arrow import spark_type_name
+from ivm_assets.spark.batches import Batch
 from ivm_assets.zset import BUCKET, WEIGHT
 
 

@@ -1,6 +1,6 @@
 """Operators' bindings (:mod:`ivm_assets.operators.binding`) run in process: change sets are
 Arrow tables, state is read on the driver for the touched keys and its rows typed as the
-change's, rules are computed by DuckDB (:mod:`ivm_assets.rules.render_duckdb`). A mixin of
+change's, rules are computed by DuckDB (:mod:`ivm_assets.local.render_duckdb`). A mixin of
 :class:`~ivm_assets.local.epoch.LocalEpoch`, whose state helpers it uses."""
 
 from __future__ import annotations

@@ -35,6 +35,7 @@ import pyarrow as pa
 
 from ivm_assets.delta.snapshot import arrow_schema
 from ivm_assets.duckdb_names import arrow_query, q, string_literal
+from ivm_assets.epoch_context import EpochContext
 from ivm_assets.errors import InexactAggregate
 from ivm_assets.local.aggregate import AggregateVisits
 from ivm_assets.local.binding import DriverBinding
@@ -42,12 +43,13 @@ from ivm_assets.local.expressions import register_functions
 from ivm_assets.local.rule_visits import RuleVisits
 from ivm_assets.local.spark_hash import as_double, buckets as spark_buckets
 from ivm_assets.local.untranslatable import Untranslatable
-from ivm_assets.operators.base import Batch, EpochContext, Operator
+from ivm_assets.operators.base import Operator
 from ivm_assets.operators.binding import BoundOperator
+from ivm_assets.operators.incrementalize import operators
 from ivm_assets.operators.linear import FilterOp, ProjectOp, ScanOp, UnionAllOp
 from ivm_assets.rules import rel
 from ivm_assets.spark.arrow import normalize_table, spark_type
-from ivm_assets.sql.incrementalize import operators
+from ivm_assets.spark.batches import Batch
 from ivm_assets.state import consolidate
 from ivm_assets.state.arrangement import StateTable
 from ivm_assets.state.layout import UNHASHED, StateLayout, hash_names, hash_type

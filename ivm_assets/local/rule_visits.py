@@ -1,6 +1,6 @@
 """The in-process epoch of NOT IN (its rule is in :mod:`ivm_assets.rules.not_in`): it binds
 the relations its rule reads (change sets, state rows read on the driver) and has DuckDB
-compute the rule's steps (:mod:`ivm_assets.rules.render_duckdb`); and the state lookups it
+compute the rule's steps (:mod:`ivm_assets.local.render_duckdb`); and the state lookups it
 shares with the bound operators' epochs (:mod:`ivm_assets.local.binding`). A mixin of
 :class:`~ivm_assets.local.epoch.LocalEpoch`, whose state helpers it uses."""
 
@@ -9,10 +9,11 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ivm_assets.local import render_duckdb
 from ivm_assets.local.columns import cast_columns, check_key_types, split_null_keys
 from ivm_assets.local.untranslatable import Untranslatable
 from ivm_assets.operators.semi_join import NotInOp
-from ivm_assets.rules import rel, render_duckdb
+from ivm_assets.rules import rel
 from ivm_assets.rules.not_in import NULL
 from ivm_assets.spark.arrow import normalize_table
 from ivm_assets.state.arrangement import StateTable

@@ -33,9 +33,11 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ivm_assets.operators.base import Batch, EpochContext, Operator, col, input_change, materialize, nothing, unforced
+from ivm_assets.epoch_context import EpochContext
+from ivm_assets.operators.base import Operator, input_change
 from ivm_assets.rules import rel, render_spark
 from ivm_assets.rules.aggregate import COUNT, GLOBAL, TOUCHED, VALUE_AGGS, AggregateRule, partial_names
+from ivm_assets.spark.batches import Batch, col, materialize, nothing, unforced
 from ivm_assets.sql.plan import AggCall, q
 from ivm_assets.state.arrangement import StateRead, StateTable
 from ivm_assets.state.layout import default_hash_types, with_bucket

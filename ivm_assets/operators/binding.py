@@ -7,7 +7,7 @@ named inputs: its input's change, the state rows the change touches. Which input
 skips) is the operator's *binding*, and it is the same whichever engine computes the rule.
 Operators that bind through this protocol write it once, in ``epoch(cx)``; Spark runs it
 with :class:`~ivm_assets.operators.spark_binding.SparkBinding` (change sets are lazy
-DataFrames, keyed ones materialized :class:`~ivm_assets.operators.base.Batch`\\ es) and the
+DataFrames, keyed ones materialized :class:`~ivm_assets.spark.batches.Batch`\\ es) and the
 in-process engine with :class:`~ivm_assets.local.binding.DriverBinding` (Arrow tables, the
 state read on the driver, DuckDB computing the rule).
 
@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pyspark.sql import DataFrame
 
-from ivm_assets.operators.base import EpochContext, Operator
+from ivm_assets.epoch_context import EpochContext
+from ivm_assets.operators.base import Operator
 from ivm_assets.operators.spark_binding import SparkBinding
 
 if TYPE_CHECKING:

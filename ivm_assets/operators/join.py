@@ -19,7 +19,8 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ivm_assets.operators.base import EpochContext, Operator
+from ivm_assets.epoch_context import EpochContext
+from ivm_assets.operators.base import Operator
 from ivm_assets.operators.keys import KeyedPair, keyed_change
 from ivm_assets.rules import render_spark
 from ivm_assets.rules.join import JoinRule

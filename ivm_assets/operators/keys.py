@@ -4,7 +4,7 @@ engines (:meth:`KeyedPair.epoch`): both changes bucketed alike, rows with a NULL
 apart, each state read for the keys of the changes the operator names.
 
 Spark's side of it works on change sets already materialized
-(:func:`~ivm_assets.operators.base.materialize`): a small one has an Arrow copy on the
+(:func:`~ivm_assets.spark.batches.materialize`): a small one has an Arrow copy on the
 driver, which is split or combined there without another Spark job. Spark's state lookup
 for the keys of several changes is :func:`ivm_assets.operators.spark_binding.lookup`.
 """
@@ -17,10 +17,12 @@ import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ivm_assets.operators.base import Batch, EpochContext, Operator, col, input_change, materialize, nothing
+from ivm_assets.epoch_context import EpochContext
+from ivm_assets.operators.base import Operator, input_change
 from ivm_assets.operators.binding import BoundOperator, Change, EpochBinding
 from ivm_assets.rules.rel import Rel
 from ivm_assets.spark.arrow import to_spark
+from ivm_assets.spark.batches import Batch, col, materialize, nothing
 from ivm_assets.state.arrangement import StateTable
 from ivm_assets.state.layout import hash_type, with_bucket
 from ivm_assets.zset import BUCKET

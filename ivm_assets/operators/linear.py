@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame
 
-from ivm_assets.operators.base import EpochContext, Operator
+from ivm_assets.epoch_context import EpochContext
+from ivm_assets.operators.base import Operator
 from ivm_assets.rules import linear, rel, render_spark
 from ivm_assets.sql.plan import q
 

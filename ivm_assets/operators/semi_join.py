@@ -39,12 +39,14 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame
 
-from ivm_assets.operators.base import Batch, EpochContext, Operator, col, consolidate, materialize
+from ivm_assets.epoch_context import EpochContext
+from ivm_assets.operators.base import Operator, consolidate
 from ivm_assets.operators.keys import KeyedPair, key_types, keyed_change, rebucket, split_null_keys
 from ivm_assets.operators.spark_binding import lookup
 from ivm_assets.rules import render_spark
 from ivm_assets.rules import semi_join as semi_join_rule
 from ivm_assets.rules.not_in import NULL, NotIn
+from ivm_assets.spark.batches import Batch, col, materialize
 from ivm_assets.state.arrangement import StateTable
 from ivm_assets.state.layout import with_bucket
 from ivm_assets.zset import BUCKET

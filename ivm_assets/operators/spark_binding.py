@@ -12,9 +12,11 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ivm_assets.operators.base import Batch, EpochContext, Operator, col, consolidate, materialize, nothing
+from ivm_assets.epoch_context import EpochContext
+from ivm_assets.operators.base import Operator, consolidate
 from ivm_assets.rules import render_spark
 from ivm_assets.rules.rel import Rel
+from ivm_assets.spark.batches import Batch, col, materialize, nothing
 from ivm_assets.sql.plan import q
 from ivm_assets.state.arrangement import StateTable
 from ivm_assets.state.layout import default_hash_types, with_bucket

@@ -3,7 +3,7 @@
 A rule (e.g. :mod:`ivm_assets.rules.semi_join`) builds a :data:`Rel` from the relations an
 epoch gives it (change sets, state rows looked up by the keys of a change; :class:`Input`),
 and each engine renders the same tree: :mod:`ivm_assets.rules.render_spark` as DataFrames,
-:mod:`ivm_assets.rules.render_duckdb` as one DuckDB query over Arrow tables. Reading state
+:mod:`ivm_assets.local.render_duckdb` as one DuckDB query over Arrow tables. Reading state
 and appending to it stay with the engine (how a state table is read differs: Spark scans
 buckets, the driver reads row groups); what is computed from what was read is the rule's,
 so the two engines cannot drift apart on it.

@@ -12,8 +12,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ivm_assets import decimal_rules
-from ivm_assets.operators.base import copies
 from ivm_assets.rules import rel
+from ivm_assets.spark.batches import copies
 from ivm_assets.sql.plan import q
 from ivm_assets.state import consolidate
 from ivm_assets.zset import WEIGHT

@@ -34,9 +34,10 @@ from ivm_assets.delta.row_groups import ReadCost, RowGroups, read_row_groups, se
 from ivm_assets.delta.snapshot import SnapshotFiles, normalize_schema_of, row_count, snapshot_files
 from ivm_assets.delta.staging import StagedFiles, commit_staged, read_staged, stage_files
 from ivm_assets.delta.write import overwrite_epoch, write_epoch
+from ivm_assets.epoch_context import EpochContext
 from ivm_assets.errors import RefreshError
-from ivm_assets.operators.base import Batch, EpochContext, col, materialize, null_safe_match
 from ivm_assets.spark.arrow import to_arrow, to_spark
+from ivm_assets.spark.batches import Batch, col, materialize, null_safe_match
 from ivm_assets.state import consolidate, driver_rows
 from ivm_assets.state.layout import FORMAT, LAYOUT_KEY, StateLayout, hash_names, hash_type
 from ivm_assets.zset import BUCKET, EPOCH, WEIGHT

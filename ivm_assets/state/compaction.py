@@ -12,7 +12,7 @@ from ivm_assets.delta.maintenance import rewrite, rewrite_rows
 from ivm_assets.delta.read import read_snapshot
 from ivm_assets.delta.row_groups import read_row_groups, select_row_groups
 from ivm_assets.delta.snapshot import file_count, files_by_partition, partition_type, snapshot_files
-from ivm_assets.operators.base import col
+from ivm_assets.spark.batches import col
 from ivm_assets.state.arrangement import ROW_GROUP_ROWS, StateRead, StateTable
 from ivm_assets.state.layout import LAYOUT_KEY, StateLayout, with_bucket
 from ivm_assets.zset import BUCKET, EPOCH

@@ -7,7 +7,7 @@ from decimal import Decimal
 import pytest
 from pyspark.sql import functions as F
 
-from ivm_assets.operators.base import discard_pending, materialize
+from ivm_assets.spark.batches import discard_pending, materialize
 from ivm_assets.spark.metrics import counting_jobs
 from ivm_assets.spark.session import tuned_for
 

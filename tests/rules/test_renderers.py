@@ -13,8 +13,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+from ivm_assets.local import render_duckdb
 from ivm_assets.local.expressions import register_functions
-from ivm_assets.rules import linear, rel, render_duckdb, render_spark
+from ivm_assets.rules import linear, rel, render_spark
 from ivm_assets.rules import residual_semi_join, semi_join, set_operation
 from ivm_assets.rules.aggregate import GLOBAL, TOUCHED, AggregateRule
 from ivm_assets.rules.join import JoinRule

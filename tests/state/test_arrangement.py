@@ -7,7 +7,8 @@ from pyspark.sql import functions as F
 
 from ivm_assets.delta.commit import Epoch
 from ivm_assets.delta.snapshot import snapshot_files
-from ivm_assets.operators.base import EpochContext, materialize
+from ivm_assets.epoch_context import EpochContext
+from ivm_assets.spark.batches import materialize
 from ivm_assets.state.arrangement import ROW_GROUP_ROWS, StateTable
 from ivm_assets.state.layout import with_bucket
 from ivm_assets.zset import BUCKET, WEIGHT
