@@ -47,7 +47,7 @@ class DriverBinding:
             # state writer then finds them in order and does not sort them again.
             change = self.consolidate(self.change(child), child.columns, keys if self.ctx.full else ())
             change, nulls[side] = split_null_keys(change, keys)
-            keyed[side] = change.append_column(BUCKET, self._buckets(change, keys, self._hashes(table)))
+            keyed[side] = self.keyed(change, keys, table, ())
         check_key_types(keyed["left"], keyed["right"], zip(op.left_keys, op.right_keys), "the join key", full=self.ctx.full)
         return keyed["left"], keyed["right"], nulls
 

@@ -21,7 +21,8 @@ from ivm_assets.zset import BUCKET, WEIGHT
 
 
 class RuleVisits:
-    """``visit_*`` of the operators whose rules are in :mod:`ivm_assets.rules`."""
+    """NOT IN's visit, and the state lookups by the keys of several changes it shares with
+    :class:`~ivm_assets.local.binding.DriverBinding`."""
 
     # --- NOT IN: the two steps of :mod:`ivm_assets.rules.not_in` ------------------------------
     def visit_NotInOp(self, op: NotInOp) -> pa.Table:
