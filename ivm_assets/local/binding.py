@@ -5,6 +5,9 @@ change's, rules are computed by DuckDB (:mod:`ivm_assets.local.render_duckdb`). 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -13,9 +16,27 @@ from ivm_assets.local.sql_types import VALUE_FAMILIES, arrow_type
 from ivm_assets.local.untranslatable import Untranslatable
 from ivm_assets.operators.base import Operator
 from ivm_assets.operators.keys import KeyedPair
+from ivm_assets.rules import rel
 from ivm_assets.rules.rel import Rel
+from ivm_assets.spark.arrow import spark_type_name
 from ivm_assets.state.arrangement import StateTable
 from ivm_assets.zset import BUCKET, WEIGHT
+
+if TYPE_CHECKING:
+    from ivm_assets.rules.aggregate import AggregateRule
+
+
+@dataclass(frozen=True)
+class Fused:
+    """A change whose rule (``node`` over ``table``, read as ``fused``) is not computed on its
+    own but in the statement of the rule that reads it (see ``aggregated``)."""
+
+    node: Rel
+    table: pa.Table
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self.table.schema
 
 
 class DriverBinding:
@@ -24,6 +45,63 @@ class DriverBinding:
     @property
     def full(self) -> bool:
         return self.ctx.full
+
+    @property
+    def ansi(self) -> bool:
+        return self.ctx.ansi
+
+    @property
+    def view(self) -> str:
+        return self.ctx.epoch.metadata.get("ivm.view", "")
+
+    def unchanged(self, op: Operator) -> bool:
+        return op.unchanged(self.ctx)
+
+    def aggregated(self, op: Operator, *, fused: bool) -> pa.Table | Fused:
+        raw = self.change(op)
+        if fused:  # consolidated in the statement of its one rule: a statement less
+            return Fused(rel.Consolidate(rel.Input("fused", tuple(raw.column_names)), op.columns), raw)
+        return self.consolidate(raw, op.columns)
+
+    def constant(self, change: pa.Table | Fused, name: str, value: int) -> pa.Table | Fused:
+        if isinstance(change, Fused):
+            items = tuple((c, rel.Col(c)) for c in rel.columns(change.node)) + ((name, rel.Cast(rel.Lit(value), "int")),)
+            return Fused(rel.Select(change.node, items), change.table)
+        return change.append_column(name, pa.array([value] * change.num_rows, pa.int32()))
+
+    def type_name(self, change: pa.Table | Fused, column: str) -> str:
+        return spark_type_name(change.schema.field(column).type)
+
+    def columns(self, change: pa.Table | Fused) -> tuple[str, ...]:
+        return rel.columns(change.node) if isinstance(change, Fused) else tuple(change.column_names)
+
+    def aggregates_alike(self, change: pa.Table | Fused, rule: AggregateRule, values: tuple[int, ...]) -> None:
+        for i, a in enumerate(rule.aggs):
+            family = arrow_type(change.schema.field(a.arg).type).family if a.arg else None
+            # DOUBLE too: both engines add doubles one after another, uncompensated, and a
+            # running sum differs from a recompute by rounding in either engine (docs/sql-support.md,
+            # Exactness). FLOAT too: both add its values converted to DOUBLE. Not a string
+            # (Spark sums it cast to DOUBLE, from text DuckDB reads otherwise).
+            if a.func in ("sum", "avg") and family not in ("number", "double", "float"):
+                raise Untranslatable(f"{a.func.upper()} over a {family}")
+            # DOUBLE and FLOAT too: the values are consolidated (−0.0 as 0.0, one NaN) as
+            # Spark's are, and both order NaN above +Infinity.
+            if i in values and family not in (*VALUE_FAMILIES, "double", "float"):
+                raise Untranslatable(f"{a.func.upper()} over a column of type {change.schema.field(a.arg).type}")
+
+    def stored(self, change: pa.Table, table: StateTable, columns: tuple[str, ...]) -> pa.Table:
+        # A key DuckDB widened would not match the state's on the driver.
+        typed = cast_columns(change, self._state_schema(table), list(columns))
+        for name in change.column_names:
+            if name not in columns:
+                typed = typed.append_column(change.schema.field(name), change.column(name))
+        return typed
+
+    def reads_whole(self, table: StateTable) -> bool:
+        return False  # looking up the touched keys costs no more than reading them all
+
+    def empty(self, change: pa.Table) -> bool:
+        return change.num_rows == 0
 
     def consolidated(self, op: Operator, columns: tuple[str, ...]) -> pa.Table:
         return self.consolidate(self.change(op), columns)
@@ -38,6 +116,7 @@ class DriverBinding:
         return self.consolidate(pa.concat_tables(parts), (*columns, tag))
 
     def keyed(self, change: pa.Table, keys: tuple[str, ...], table: StateTable, inputs: tuple[Operator, ...]) -> pa.Table:
+        assert not isinstance(change, Fused), "a fused change is read by one rule only"
         return change.append_column(BUCKET, self._buckets(change, keys, self._hashes(table)))
 
     def pair(self, op: KeyedPair) -> tuple[pa.Table, pa.Table, dict[str, pa.Table]]:
@@ -72,7 +151,7 @@ class DriverBinding:
     def count(self, stat: str, n: int) -> None:
         self.ctx.stats[stat] = self.ctx.stats.get(stat, 0) + n
 
-    def unkeyed(self, keyed: pa.Table, columns: tuple[str, ...] | None = None) -> pa.Table:
+    def unkeyed(self, keyed: pa.Table, columns: tuple[str, ...] | None = None, *, lazily: bool = False) -> pa.Table:
         change = keyed.drop_columns([BUCKET])
         return change if columns is None else change.select([*columns, WEIGHT])
 
@@ -88,7 +167,7 @@ class DriverBinding:
         if old is None:
             return None
         schema = (like if like is not None else self.unkeyed(keyed)).schema
-        return cast_columns(old, schema, schema.names)
+        return cast_columns(old, schema, [n for n in schema.names if n in old.column_names])
 
     def lookup_keys(self, table: StateTable, parts: list[tuple[pa.Table, tuple[str, ...]]]) -> pa.Table | None:
         parts = [(change, keys) for change, keys in parts if change.num_rows]
@@ -99,7 +178,11 @@ class DriverBinding:
             return self._lookup(table, *parts[0])
         return self._read(table, parts, {table.name: self._hashes(table)})
 
-    def compute(self, node: Rel, inputs: dict[str, pa.Table], columns: tuple[str, ...] | None = None, like: tuple[pa.Table, ...] = ()) -> pa.Table:
+    def compute(self, node: Rel, inputs: dict[str, pa.Table | Fused], columns: tuple[str, ...] | None = None, like: tuple[pa.Table, ...] = ()) -> pa.Table:
+        for name, change in list(inputs.items()):
+            if isinstance(change, Fused):
+                node = rel.bound(node, name, change.node)
+                inputs = {n: t for n, t in inputs.items() if n != name} | {"fused": change.table}
         if columns is None:
             return self._computed(node, inputs)
         fields = {f.name: f for t in reversed(like) for f in t.schema}  # the first's where names repeat

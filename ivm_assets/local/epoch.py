@@ -10,12 +10,12 @@ output change go to delta-rs as they do from Spark. Same state tables, same buck
 (:mod:`~ivm_assets.local.spark_hash`), same commits: an epoch may run here or in Spark, and
 the next one again either way.
 
-DISTINCT, windows, INTERSECT/EXCEPT, top-k and every join but NOT IN bind their rules once
-for both engines (:mod:`ivm_assets.operators.binding`; this engine's side is
+Aggregates, DISTINCT, windows, INTERSECT/EXCEPT, top-k and every join but NOT IN bind their
+rules once for both engines (:mod:`ivm_assets.operators.binding`; this engine's side is
 :mod:`~ivm_assets.local.binding`). The visits, which bind the other operators' rules here
 (change sets, state rows read on the driver) and queue their state appends, live by
-operator family: this module (scan, filter, project, union all, and the state helpers),
-:mod:`~ivm_assets.local.aggregate` and :mod:`~ivm_assets.local.rule_visits` (NOT IN).
+operator family: this module (scan, filter, project, union all, and the state helpers) and
+:mod:`~ivm_assets.local.rule_visits` (NOT IN).
 
 An epoch runs here only if every expression translates
 (:mod:`~ivm_assets.local.expressions`) and every key, order and sum is of a type both
@@ -37,7 +37,6 @@ from ivm_assets.delta.snapshot import arrow_schema
 from ivm_assets.duckdb_names import arrow_query, q, string_literal
 from ivm_assets.epoch_context import EpochContext
 from ivm_assets.errors import InexactAggregate
-from ivm_assets.local.aggregate import AggregateVisits
 from ivm_assets.local.binding import DriverBinding
 from ivm_assets.local.expressions import register_functions
 from ivm_assets.local.rule_visits import RuleVisits
@@ -94,7 +93,7 @@ def _untranslatable(exc: duckdb.Error) -> Untranslatable:
     return Untranslatable(f"DuckDB could not compute it ({str(exc).splitlines()[0]})")
 
 
-class LocalEpoch(DriverBinding, RuleVisits, AggregateVisits):
+class LocalEpoch(DriverBinding, RuleVisits):
     """One view's incremental epoch computed in process (see the module doc)."""
 
     def __init__(self, ctx: EpochContext, changes: dict[str, pa.Table]) -> None:

@@ -28,6 +28,7 @@ from ivm_assets.operators.base import Operator
 from ivm_assets.operators.spark_binding import SparkBinding
 
 if TYPE_CHECKING:
+    from ivm_assets.rules.aggregate import AggregateRule
     from ivm_assets.rules.rel import Rel
     from ivm_assets.state.arrangement import StateTable
 
@@ -40,6 +41,48 @@ class EpochBinding(Protocol):
     @property
     def full(self) -> bool:
         """Whether the epoch is a build: every change is the whole input, state starts empty."""
+
+    @property
+    def ansi(self) -> bool:
+        """Whether the project's Spark runs with ANSI mode on (the rules follow it)."""
+
+    @property
+    def view(self) -> str:
+        """The view whose epoch this is (for messages)."""
+
+    def unchanged(self, op: Operator) -> bool:
+        """Whether ``op``'s change is known empty before anything runs (:meth:`Operator.unchanged`)."""
+
+    def aggregated(self, op: Operator, *, fused: bool) -> Change:
+        """``op``'s change as an aggregate takes it: consolidated in an incremental epoch.
+        ``fused``: only one rule reads it, and the engine may consolidate it in the same
+        computation (in process, a statement less); it then passes only to :meth:`constant`,
+        :meth:`type_name`, :meth:`columns`, :meth:`aggregates_alike` and :meth:`compute`."""
+
+    def constant(self, change: Change, name: str, value: int) -> Change:
+        """``change`` with an INT column ``name`` of ``value``."""
+
+    def type_name(self, change: Change, column: str) -> str:
+        """The Spark type of ``column`` of ``change``, as Spark names it (``simpleString``)."""
+
+    def columns(self, change: Change) -> tuple[str, ...]:
+        """The columns of ``change``."""
+
+    def aggregates_alike(self, change: Change, rule: AggregateRule, values: tuple[int, ...]) -> None:
+        """Make sure the engine sums and orders the arguments of ``rule``'s aggregates (the
+        ``values`` ones: MIN, MAX, COUNT(DISTINCT)) as Spark does; in process, a type it
+        treats otherwise sends the epoch to Spark."""
+
+    def stored(self, change: Change, table: StateTable, columns: tuple[str, ...]) -> Change:
+        """``change``'s ``columns`` typed as ``table`` stores them (in a build: as they are),
+        and its other columns after them."""
+
+    def reads_whole(self, table: StateTable) -> bool:
+        """Whether reading ``table`` whole costs this engine less than keying the change
+        first to read just the keys it touches (Spark: a job saved, for a small table)."""
+
+    def empty(self, change: Change) -> bool:
+        """Whether ``change`` is known to hold no rows without computing anything more."""
 
     def consolidated(self, op: Operator, columns: tuple[str, ...]) -> Change:
         """``op``'s change this epoch, consolidated on ``columns`` (one row per distinct row,
@@ -79,8 +122,10 @@ class EpochBinding(Protocol):
     def rows(self, keyed: Change) -> int:
         """The rows of a keyed change."""
 
-    def unkeyed(self, keyed: Change, columns: tuple[str, ...] | None = None) -> Change:
-        """A keyed change without its bucket (only ``columns`` and the weight, if given)."""
+    def unkeyed(self, keyed: Change, columns: tuple[str, ...] | None = None, *, lazily: bool = False) -> Change:
+        """A keyed change without its bucket (only ``columns`` and the weight, if given).
+        ``lazily``: planned without computing the keyed change, so that the computation of
+        whatever reads it computes it too (Spark: one job for an output and a state commit)."""
 
     def lookup(
         self, table: StateTable, keyed: Change | None, keys: tuple[str, ...], *, like: Change | None = None, reused: bool = False,

@@ -96,11 +96,16 @@ class AggregateRule:
         return self.sum_type(i) == "double"
 
     # --- step 1: the change's partials --------------------------------------------------------
-    def partials(self, delta: rel.Rel) -> rel.Rel:
+    def partials(self, delta: rel.Rel, *, build: bool = False) -> rel.Rel:
         """Per group of ``delta`` (a change set): Σ weights, and per COUNT/SUM/AVG the non-NULL
         count and sum; per SUM/AVG also (not stored) ``__v<i>``, the rows with a value, and for
         a DOUBLE sum ``__d<i>``, 1 when one of them leaves. Summed over rows repeated by their
-        weight (:class:`~ivm_assets.rules.rel.Repeat`), so each sum is of the argument's own type."""
+        weight (:class:`~ivm_assets.rules.rel.Repeat`), so each sum is of the argument's own type.
+
+        In a ``build`` of a global aggregate (``delta`` is the whole input) the one group has
+        a row over no rows too, of NULL sums, which :meth:`combined` counts as 0: reduced
+        without keys, its key an expression of the count that is always 0 (not a literal,
+        for the reason below)."""
         signed = rel.Repeat(delta, _SIGN)
         sign = Col(_SIGN)
         # A global aggregate is grouped by an expression that is always 0 but not a literal:
@@ -122,7 +127,12 @@ class AggregateRule:
                 ]
                 if self.floating(i):
                     calls.append((f"__d{i}", "max", Case(and_(present(Col(a.arg)), lt(sign, Lit(0))), Lit(1), Lit(0))))
-        reduced = rel.Reduce(rows, self.group_keys, tuple(calls))
+        if build and not self.keys:
+            summed = rel.Reduce(rows, (), tuple(calls))
+            zero = Cast(rel.mul(rel.coalesce(Col(COUNT), Lit(0)), Lit(0)), "int")
+            reduced = rel.Select(summed, ((GLOBAL, zero),) + tuple((name, Col(name)) for name, _, _ in calls))
+        else:
+            reduced = rel.Reduce(rows, self.group_keys, tuple(calls))
         flags = tuple((f"__{c}{i}", Cast(Col(f"__{c}{i}"), "bigint")) for i in self.sums for c in self.partial_flags(i))
         typed = tuple((p, Cast(Col(p), t)) for p, t in self.partial_types.items())
         return rel.Select(reduced, tuple((k, Col(k)) for k in self.group_keys) + typed + flags)

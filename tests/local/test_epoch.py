@@ -13,7 +13,7 @@ from deltalake import write_deltalake
 
 from ivm_assets.duckdb_names import arrow_query
 
-from tests.conftest import assert_oracle, output_rows
+from tests.conftest import assert_engine, assert_oracle, output_rows
 
 ORDERS = pa.schema([("id", pa.int64()), ("cust", pa.int32()), ("region", pa.string()), ("amount", pa.decimal128(10, 2)), ("qty", pa.int32())])
 
@@ -181,3 +181,24 @@ def test_a_statement_gives_its_rows_and_types_and_warns_of_nothing():
         assert arrow_query(con, "SELECT * FROM rows", {"rows": rows}).equals(rows)
     assert out.schema == pa.schema([("k", pa.int32()), ("s", pa.decimal128(38, 2))])
     assert out.to_pylist() == [{"k": k, "s": Decimal("75000.00")} for k in (1, 2, 3)]
+
+
+def test_a_global_aggregate_built_over_no_rows_has_its_one_row(builder, engine):
+    """A build of a global aggregate whose input is empty: one row (COUNT 0, the others NULL),
+    in either engine; in process too, the one group reduced without keys (rules.aggregate)."""
+    uri = builder.source("orders", _orders([(1, 1, "north", Decimal("1.50"), 2), (2, 2, "south", Decimal("2.50"), 3)]))
+    builder.view("sums", "SELECT COUNT(*) AS n, SUM(amount) AS total, AVG(qty) AS avg_qty FROM orders WHERE qty > 10")
+    builder.view("lows", "SELECT COUNT(qty) AS n, MIN(amount) AS low, COUNT(DISTINCT region) AS regions FROM orders WHERE qty > 10")
+    project = builder.load()
+    built = _refresh(project)
+    if engine == "in process":
+        assert built["sums"].engine == "in process", built["sums"]
+    assert output_rows(project, "sums") == [(0, None, None)]
+    assert output_rows(project, "lows") == [(0, None, 0)]
+    assert_oracle(project)
+    write_deltalake(uri, _orders([(3, 1, "east", Decimal("7.25"), 11)]), mode="append")
+    results = _refresh(project)
+    assert_engine(results.values(), engine)
+    assert output_rows(project, "sums") == [(1, Decimal("7.25"), 11.0)]
+    assert output_rows(project, "lows") == [(1, Decimal("7.25"), 1)]
+    assert_oracle(project)

@@ -38,7 +38,7 @@ def test_global_aggregate(spark, data):
 @given(data=st.data())
 def test_grouped_aggregates_over_small_state_read_whole(spark, data):
     """Without MIN/MAX/COUNT DISTINCT a small group state is read whole (see
-    WHOLE_GROUPS_ROWS); the test above keeps covering the lookup of touched groups."""
+    spark_binding.WHOLE_TABLE_ROWS); the test above keeps covering the lookup of touched groups."""
     run_random_batches(
         spark,
         data,
