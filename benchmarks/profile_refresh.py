@@ -94,9 +94,9 @@ def _list_statements(statements: list) -> None:
         statements.append((site(), len(query), sum(t.num_rows for t in tables.values()), out.num_rows, time.perf_counter() - start))
         return out
 
-    def timed_consolidate(self, table, columns):
+    def timed_consolidate(self, table, columns, *order):
         start = time.perf_counter()
-        out = consolidate(self, table, columns)
+        out = consolidate(self, table, columns, *order)
         statements.append(("consolidate < " + site(), 0, table.num_rows, out.num_rows, time.perf_counter() - start))
         return out
 
