@@ -11,14 +11,17 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ivm_assets.local import render_duckdb
 from ivm_assets.local.columns import cast_columns, check_key_types, split_null_keys
 from ivm_assets.local.sql_types import VALUE_FAMILIES, arrow_type
 from ivm_assets.local.untranslatable import Untranslatable
 from ivm_assets.operators.base import Operator
 from ivm_assets.operators.keys import KeyedPair
+from ivm_assets.operators.semi_join import NotInOp
 from ivm_assets.rules import rel
+from ivm_assets.rules.not_in import NULL
 from ivm_assets.rules.rel import Rel
-from ivm_assets.spark.arrow import spark_type_name
+from ivm_assets.spark.arrow import normalize_table, spark_type_name
 from ivm_assets.state.arrangement import StateTable
 from ivm_assets.zset import BUCKET, WEIGHT
 
@@ -130,6 +133,27 @@ class DriverBinding:
         check_key_types(keyed["left"], keyed["right"], zip(op.left_keys, op.right_keys), "the join key", full=self.ctx.full)
         return keyed["left"], keyed["right"], nulls
 
+    def not_in_changes(self, op: NotInOp) -> tuple[pa.Table, pa.Table, pa.Table, pa.Table, pa.Table]:
+        left = self.consolidate(self.change(op.left), op.left.columns)
+        right = self.consolidate(self.change(op.right), op.right.columns)
+        right = right.append_column(NULL, pc.is_null(right.column(op.c)))
+        check_key_types(left, right, zip(op.left_keys, op.right_keys), "NOT IN's keys", full=self.ctx.full)
+        dl_grouped, dl_no_group = split_null_keys(left, op.left_groups_keys)
+        dr_grouped, _ = split_null_keys(right, op.right_group_keys)  # a NULL group is no group
+        return (
+            self.keyed(split_null_keys(dl_grouped, (op.x,))[0], op.left_keys, op.left_state, ()),
+            self.keyed(dl_grouped, op.left_groups_keys, op.left_groups, ()),
+            dl_no_group,
+            self.keyed(split_null_keys(dr_grouped, (op.c,))[0], op.right_keys, op.values, ()),
+            self.keyed(dr_grouped, op.right_group_keys, op.groups, ()),
+        )
+
+    def probe(self, change: pa.Table, keys: tuple[str, ...], table: StateTable) -> pa.Table:
+        return change.append_column(BUCKET, self._buckets(change, keys, self._hashes(table)))
+
+    def present(self, keyed: pa.Table, keys: tuple[str, ...]) -> pa.Table:
+        return split_null_keys(keyed, keys)[0]
+
     def rows(self, keyed: pa.Table) -> int:
         return keyed.num_rows
 
@@ -190,3 +214,41 @@ class DriverBinding:
 
     def append(self, table: StateTable, keyed: pa.Table) -> None:
         self._write(table, keyed)
+
+    # --- helpers -----------------------------------------------------------------------------
+    def _read(self, table: StateTable, parts: list[tuple[pa.Table, tuple[str, ...]]], hashes: dict[str, tuple[str, ...]]) -> pa.Table | None:
+        """``table``'s current rows for the keys of ``parts`` (None: none, or no state)."""
+        parts = [(t, keys) for t, keys in parts if t.num_rows]
+        if not parts:
+            return None
+        return self._lookup(table, self._probe(parts, table.keys, hashes[table.name]), table.keys)
+
+    def _computed(self, node: rel.Rel, tables: dict[str, pa.Table]) -> pa.Table:
+        """A step of a rule computed by DuckDB over ``tables``, as DuckDB types it."""
+        query, _ = render_duckdb.render(node, {name: t.schema for name, t in tables.items()})
+        return normalize_table(self.sql(query, **tables))
+
+    def _probe(self, parts: list[tuple[pa.Table, tuple[str, ...]]], names: tuple[str, ...], hashes: tuple[str, ...]) -> pa.Table:
+        """The keys of ``parts`` (change sets with their key columns) as one probe of a state
+        table keyed by ``names`` (hashed by ``hashes``), cast to the first part's key types.
+        Without keys (a cross join) one row of bucket 0, which reads the whole table: Arrow
+        would concatenate the parts' rows without columns into no rows at all."""
+        if not names:
+            return pa.table({BUCKET: pa.array([0], pa.int32())})
+        first = parts[0][0].select(list(parts[0][1])).rename_columns(list(names))
+        probes = []
+        for table, keys in parts:
+            keyed = table.select(list(keys)).rename_columns(list(names))
+            try:
+                keyed = keyed.cast(first.schema)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                raise Untranslatable(f"join keys of types {keyed.schema.types} and {first.schema.types} ({exc})") from exc
+            probes.append(keyed)
+        probe = pa.concat_tables(probes)
+        return probe.append_column(BUCKET, self._buckets(probe, names, hashes))
+
+    def _rendered(self, node: rel.Rel, tables: dict[str, pa.Table], fields: dict[str, pa.Field], columns: tuple[str, ...]) -> pa.Table:
+        """A rule's IR computed by DuckDB over ``tables``: ``columns`` typed as ``fields``, and the weight."""
+        query, _ = render_duckdb.render(node, {name: t.schema for name, t in tables.items()})
+        schema = pa.schema([*(fields[c] for c in columns), pa.field(WEIGHT, pa.int64())])
+        return cast_columns(self.sql(query, **tables), schema, schema.names)

@@ -10,12 +10,11 @@ output change go to delta-rs as they do from Spark. Same state tables, same buck
 (:mod:`~ivm_assets.local.spark_hash`), same commits: an epoch may run here or in Spark, and
 the next one again either way.
 
-Aggregates, DISTINCT, windows, INTERSECT/EXCEPT, top-k and every join but NOT IN bind their
-rules once for both engines (:mod:`ivm_assets.operators.binding`; this engine's side is
-:mod:`~ivm_assets.local.binding`). The visits, which bind the other operators' rules here
-(change sets, state rows read on the driver) and queue their state appends, live by
-operator family: this module (scan, filter, project, union all, and the state helpers) and
-:mod:`~ivm_assets.local.rule_visits` (NOT IN).
+Every stateful operator (aggregates, DISTINCT, windows, INTERSECT/EXCEPT, top-k, every join
+and NOT IN) binds its rule once for both engines (:mod:`ivm_assets.operators.binding`; this
+engine's side is :mod:`~ivm_assets.local.binding`). This module binds the linear operators
+(scan, filter, project, union all), fused into as few statements as their rules allow, and
+holds the state helpers.
 
 An epoch runs here only if every expression translates
 (:mod:`~ivm_assets.local.expressions`) and every key, order and sum is of a type both
@@ -39,7 +38,6 @@ from ivm_assets.epoch_context import EpochContext
 from ivm_assets.errors import InexactAggregate
 from ivm_assets.local.binding import DriverBinding
 from ivm_assets.local.expressions import register_functions
-from ivm_assets.local.rule_visits import RuleVisits
 from ivm_assets.local.spark_hash import as_double, buckets as spark_buckets
 from ivm_assets.local.untranslatable import Untranslatable
 from ivm_assets.operators.base import Operator
@@ -93,7 +91,7 @@ def _untranslatable(exc: duckdb.Error) -> Untranslatable:
     return Untranslatable(f"DuckDB could not compute it ({str(exc).splitlines()[0]})")
 
 
-class LocalEpoch(DriverBinding, RuleVisits):
+class LocalEpoch(DriverBinding):
     """One view's incremental epoch computed in process (see the module doc)."""
 
     def __init__(self, ctx: EpochContext, changes: dict[str, pa.Table]) -> None:

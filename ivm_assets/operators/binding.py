@@ -119,6 +119,21 @@ class EpochBinding(Protocol):
         consolidated, each keyed by its keys with each pair of keys hashed alike, without
         their rows with a NULL key; and those rows (by side: ``left``, ``right``)."""
 
+    def not_in_changes(self, op: Operator) -> tuple[Change, Change, Change, Change, Change]:
+        """The two changes of ``op`` (a :class:`~ivm_assets.operators.semi_join.NotInOp`),
+        consolidated, the right one with ``__null`` (whether its value is NULL), each key
+        pair hashed alike: the left change's rows with a group and a value keyed for table
+        ``left``, its rows with a group keyed for ``left_groups``, its rows without a group
+        (not keyed: they always pass); the right change's rows with a group and a value
+        keyed for ``values``, its rows with a group keyed for ``groups``."""
+
+    def probe(self, change: Change, keys: tuple[str, ...], table: StateTable) -> Change:
+        """``change`` keyed by ``keys`` (its names for ``table``'s keys) to look ``table`` up,
+        hashed as this epoch hashes that table's keys; computed once."""
+
+    def present(self, keyed: Change, keys: tuple[str, ...]) -> Change:
+        """The rows of a keyed change whose ``keys`` are all present (a NULL matches nothing)."""
+
     def rows(self, keyed: Change) -> int:
         """The rows of a keyed change."""
 

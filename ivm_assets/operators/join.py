@@ -21,7 +21,8 @@ from pyspark.sql import functions as F
 
 from ivm_assets.epoch_context import EpochContext
 from ivm_assets.operators.base import Operator
-from ivm_assets.operators.keys import KeyedPair, keyed_change
+from ivm_assets.operators.keys import KeyedPair
+from ivm_assets.operators.spark_binding import keyed_change
 from ivm_assets.rules import render_spark
 from ivm_assets.rules.join import JoinRule
 from ivm_assets.rules.rel import Rel

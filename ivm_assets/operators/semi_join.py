@@ -32,26 +32,19 @@ the rows a status change touches). A status flips only when a group gains its fi
 NULL, or loses its last: only then are the group's left rows read whole (for an
 uncorrelated NOT IN, the whole left input). A change to the subquery costs one more Spark
 job (finding the flipped groups), and one more when some group flips (looking up its
-rows' values).
+rows' values). The rule is written once, in :mod:`ivm_assets.rules.not_in`, and so is its
+binding (:meth:`NotInOp.epoch`); how the two changes are keyed for the four tables is the
+engine's (``not_in_changes``).
 """
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
-
-from ivm_assets.epoch_context import EpochContext
-from ivm_assets.operators.base import Operator, consolidate
-from ivm_assets.operators.keys import KeyedPair, key_types, keyed_change, rebucket, split_null_keys
-from ivm_assets.operators.spark_binding import lookup
-from ivm_assets.rules import render_spark
+from ivm_assets.operators.base import Operator
+from ivm_assets.operators.binding import BoundOperator, Change, EpochBinding
+from ivm_assets.operators.keys import KeyedPair
 from ivm_assets.rules import semi_join as semi_join_rule
 from ivm_assets.rules.not_in import NULL, NotIn
-from ivm_assets.spark.batches import Batch, col, materialize
 from ivm_assets.state.arrangement import StateTable
-from ivm_assets.state.layout import with_bucket
-from ivm_assets.zset import BUCKET
-
-_GROUP_BUCKET = "__bucket_g"
 
 
 class SemiJoinOp(KeyedPair):
@@ -76,7 +69,7 @@ class SemiJoinOp(KeyedPair):
         )
 
 
-class NotInOp(Operator):
+class NotInOp(BoundOperator):
     """``x NOT IN (subquery)`` with SQL's NULL rules, per correlation group (module doc)."""
 
     def __init__(
@@ -104,46 +97,32 @@ class NotInOp(Operator):
     def state_tables(self) -> tuple[StateTable, ...]:
         return (self.left_state, self.left_groups, self.values, self.groups)
 
-    # --- one epoch ----------------------------------------------------------------------------
-    def _two_buckets(self, ctx: EpochContext, op: Operator, df: DataFrame, pair_keys, group_keys, types) -> Batch:
-        """The change bucketed by group (``__bucket_g``) and by (group, value) (``__bucket``)."""
-        by_group = with_bucket(df, group_keys, ctx.buckets, types[:-1]).withColumnRenamed(BUCKET, _GROUP_BUCKET)
-        return keyed_change(ctx, op, by_group, pair_keys, types)
-
-    def step(self, ctx: EpochContext) -> DataFrame:
-        left_change = consolidate(self.left.step(ctx), self.left.columns)
-        right_change = consolidate(self.right.step(ctx), self.right.columns).withColumn(NULL, col(self.c).isNull())
-        types = key_types(left_change, right_change, self.left_keys, self.right_keys)
-        dl = self._two_buckets(ctx, self.left, left_change, self.left_keys, self.left_groups_keys, types)
-        dr = self._two_buckets(ctx, self.right, right_change, self.right_keys, self.right_group_keys, types)
-        dl_grouped, dl_no_group = split_null_keys(ctx.spark, dl, self.left_groups_keys)
-        dl_pairs, _ = split_null_keys(ctx.spark, dl_grouped, (self.x,))
-        dl_groups = rebucket(ctx.spark, dl_grouped, _GROUP_BUCKET)
-        dr_grouped, _ = split_null_keys(ctx.spark, dr, self.right_group_keys)  # a NULL g is in no group
-        dr_pairs, _ = split_null_keys(ctx.spark, dr_grouped, (self.c,))
-        dr_groups = rebucket(ctx.spark, dr_grouped, _GROUP_BUCKET)
-        inputs = {"dl_no_group": dl_no_group, "dl_grouped": dl_grouped.df, "dr_groups": dr_groups.df, "dr_pairs": dr_pairs.df}
+    def epoch(self, cx: EpochBinding) -> Change:
+        rule = self.rule
+        dl_pairs, dl_groups, dl_no_group, dr_pairs, dr_groups = cx.not_in_changes(self)
+        inputs = {
+            "dl_no_group": dl_no_group, "dl_grouped": cx.unkeyed(dl_groups), "dr_groups": cx.unkeyed(dr_groups), "dr_pairs": cx.unkeyed(dr_pairs),
+        }
         present: set[str] = set()
-        if dl_groups.rows or dr_groups.rows:
+        if cx.rows(dl_groups) or cx.rows(dr_groups):
             lookups = (
                 ("old_groups", self.groups, [(dr_groups, self.right_group_keys), (dl_groups, self.left_groups_keys)]),
                 ("old_values", self.values, [(dr_pairs, self.right_keys), (dl_pairs, self.left_keys)]),
             )
             for name, table, parts in lookups:
-                if (found := lookup(ctx, table, parts)) is not None:
+                if (found := cx.lookup_keys(table, parts)) is not None:
                     inputs[name] = found
                     present.add(name)
-            inputs["status"] = render_spark.render(self.rule.status(present), inputs)
-            inputs["counts"] = render_spark.render(self.rule.counts(present), inputs)
+            inputs["status"] = cx.compute(rule.status(present), inputs)
+            inputs["counts"] = cx.compute(rule.counts(present), inputs)
             present |= {"status", "counts"}
-            if dr_grouped.rows and not ctx.full:  # a full refresh has no stored rows to flip
-                self._flips(ctx, inputs, present, dr_pairs, types)
-        # Lazy: its consumer materializes it once.
-        out = render_spark.render(self.rule.output(present), inputs)
-        self.left_state.write(ctx, dl_pairs, types)
-        self.left_groups.write(ctx, dl_groups, types[:-1])
-        self.values.write(ctx, dr_pairs, types)
-        self.groups.write(ctx, dr_groups, types[:-1])
+            if cx.rows(dr_groups) and not cx.full:  # a build has no stored rows to flip
+                self._flips(cx, inputs, present, dr_pairs)
+        out = cx.compute(rule.output(present), inputs, self.columns, like=(inputs["dl_grouped"],))
+        cx.append(self.left_state, dl_pairs)
+        cx.append(self.left_groups, dl_groups)
+        cx.append(self.values, dr_pairs)
+        cx.append(self.groups, dr_groups)
         return out
 
     @property
@@ -151,34 +130,29 @@ class NotInOp(Operator):
         """This operator's rule on changes (:mod:`ivm_assets.rules.not_in`)."""
         return NotIn(self.columns, self.right.columns, self.left_keys, self.right_keys)
 
-    def _flips(self, ctx: EpochContext, inputs: dict[str, DataFrame], present: set[str], dr_pairs: Batch, types: list) -> None:
+    def _flips(self, cx: EpochBinding, inputs: dict[str, Change], present: set[str], dr_pairs: Change) -> None:
         """Binds the stored left rows whose result a right change can alter: all rows of the
-        groups whose status flips (costs a Spark job: finding them), and the rows of the
+        groups whose status flips (in Spark a job: finding them), and the rows of the
         (group, value) pairs it touches."""
-        flipped = materialize(with_bucket(render_spark.render(self.rule.flipped(), inputs), self.right_group_keys, ctx.buckets, types[:-1]), small=True)
-        if flipped.rows:
-            raw = self.left_groups.read(ctx, flipped, self.right_group_keys)
-            if raw is not None:
-                rows = self.left_groups.current(raw)
+        rule = self.rule
+        flipped = cx.probe(cx.compute(rule.flipped(), inputs), self.right_group_keys, self.left_groups)
+        if cx.rows(flipped):
+            if (rows := cx.lookup_keys(self.left_groups, [(flipped, self.right_group_keys)])) is not None:
                 # Their values were not among the touched pairs: look them up too.
-                rows_pairs, _ = split_null_keys(
-                    ctx.spark, materialize(with_bucket(rows, self.left_keys, ctx.buckets, types), small=True), (self.x,)
-                )
+                pairs = cx.present(cx.probe(rows, self.left_keys, self.left_state), (self.x,))
                 counts = inputs["counts"]
-                if rows_pairs.rows:
+                if cx.rows(pairs):
                     theirs = {"dr_pairs": inputs["dr_pairs"]}
-                    if (old := lookup(ctx, self.values, [(rows_pairs, self.left_keys)])) is not None:
+                    if (old := cx.lookup_keys(self.values, [(pairs, self.left_keys)])) is not None:
                         theirs["old_values"] = old
-                    counts = render_spark.render(self.rule.counts(set(theirs)), theirs)
+                    counts = cx.compute(rule.counts(set(theirs)), theirs)
                 inputs |= {"flipped_rows": rows, "flipped_counts": counts}
                 present.add("flipped_rows")
-            inputs["flipped"] = flipped.df.drop(BUCKET)
+            inputs["flipped"] = cx.unkeyed(flipped)
             present.add("flipped")
-        if dr_pairs.rows:
-            raw = self.left_state.read(ctx, dr_pairs, self.right_keys)
-            if raw is not None:
-                inputs["touched_rows"] = self.left_state.current(raw)
-                present.add("touched_rows")
+        if cx.rows(dr_pairs) and (rows := cx.lookup_keys(self.left_state, [(dr_pairs, self.right_keys)])) is not None:
+            inputs["touched_rows"] = rows
+            present.add("touched_rows")
 
     def describe(self) -> str:
         corr = " AND ".join(f"{a} = {b}" for a, b in zip(self.left_groups_keys, self.right_group_keys))

@@ -8,19 +8,25 @@ from __future__ import annotations
 from functools import reduce
 
 import pyarrow as pa
-from pyspark.sql import DataFrame
+import pyarrow.compute as pc
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ivm_assets.epoch_context import EpochContext
 from ivm_assets.operators.base import Operator, consolidate, input_change
+from ivm_assets.rules.not_in import NULL
 from ivm_assets.rules import render_spark
 from ivm_assets.rules.rel import Rel
+from ivm_assets.spark.arrow import to_spark
 from ivm_assets.spark.batches import Batch, col, materialize, nothing, unforced
 from ivm_assets.sql.plan import q
 from ivm_assets.state.arrangement import StateTable
-from ivm_assets.state.layout import default_hash_types, with_bucket
+from ivm_assets.state.layout import default_hash_types, hash_type, with_bucket
 from ivm_assets.zset import BUCKET, WEIGHT
+
+# NOT IN's second bucket column, over a change's group keys (see not_in_changes).
+_GROUP_BUCKET = "__bucket_g"
 
 # A state table of up to this many rows is read whole in an incremental epoch (reads_whole),
 # instead of the keys the change touches: finding those needs the change computed first, a
@@ -91,7 +97,8 @@ class SparkBinding:
         return consolidate(reduce(DataFrame.unionAll, parts), (*columns, tag))
 
     def keyed(self, change: DataFrame, keys: tuple[str, ...], table: StateTable, inputs: tuple[Operator, ...]) -> Batch:
-        types = self._hash_types[table.table_name] = default_hash_types(change, keys)
+        # Each key hashed by its own type, unless a pair's types were set for the table.
+        types = self._hash_types.setdefault(table.table_name, default_hash_types(change, keys))
         batch = with_bucket(change, keys, self.ctx.buckets, types)
         if inputs and all(i.unchanged(self.ctx) for i in inputs):
             return nothing(batch)
@@ -116,6 +123,36 @@ class SparkBinding:
         dl, dr, left_nulls, right_nulls, types = op.split_changes(self.ctx)
         self._hash_types[op.left_state.table_name] = self._hash_types[op.right_state.table_name] = types
         return dl, dr, {"left": left_nulls.drop(BUCKET), "right": right_nulls.drop(BUCKET)}
+
+    def not_in_changes(self, op) -> tuple[Batch, Batch, DataFrame, Batch, Batch]:
+        ctx = self.ctx
+        left = consolidate(op.left.step(ctx), op.left.columns)
+        right = consolidate(op.right.step(ctx), op.right.columns).withColumn(NULL, col(op.c).isNull())
+        types = key_types(left, right, op.left_keys, op.right_keys)
+        for table, hashes in ((op.left_state, types), (op.values, types), (op.left_groups, types[:-1]), (op.groups, types[:-1])):
+            self._hash_types[table.table_name] = hashes
+        # Each change keyed once by (group, value) and by group together, then split: one
+        # materialized change serves the two tables keyed differently (rebucket).
+        dl = self._two_buckets(op.left, left, op.left_keys, op.left_groups_keys, types)
+        dr = self._two_buckets(op.right, right, op.right_keys, op.right_group_keys, types)
+        dl_grouped, dl_no_group = split_null_keys(ctx.spark, dl, op.left_groups_keys)
+        dr_grouped, _ = split_null_keys(ctx.spark, dr, op.right_group_keys)  # a NULL group is in no group
+        return (
+            split_null_keys(ctx.spark, dl_grouped, (op.x,))[0], rebucket(ctx.spark, dl_grouped, _GROUP_BUCKET),
+            dl_no_group.drop(BUCKET, _GROUP_BUCKET),
+            split_null_keys(ctx.spark, dr_grouped, (op.c,))[0], rebucket(ctx.spark, dr_grouped, _GROUP_BUCKET),
+        )
+
+    def _two_buckets(self, op: Operator, change: DataFrame, pair_keys: tuple[str, ...], group_keys: tuple[str, ...], types: list) -> Batch:
+        """``change`` bucketed by group (``__bucket_g``) and by (group, value) (``__bucket``)."""
+        by_group = with_bucket(change, group_keys, self.ctx.buckets, types[:-1]).withColumnRenamed(BUCKET, _GROUP_BUCKET)
+        return keyed_change(self.ctx, op, by_group, pair_keys, types)
+
+    def probe(self, change: DataFrame, keys: tuple[str, ...], table: StateTable) -> Batch:
+        return materialize(with_bucket(change, keys, self.ctx.buckets, self._hash_types[table.table_name]), small=True)
+
+    def present(self, keyed: Batch, keys: tuple[str, ...]) -> Batch:
+        return split_null_keys(self.ctx.spark, keyed, keys)[0]
 
     def rows(self, keyed: Batch) -> int:
         return keyed.rows
@@ -210,3 +247,60 @@ def _combined(ctx: EpochContext, parts: Parts) -> Batch:
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return Batch(df, rows)
     return Batch.of_table(ctx.spark, table)
+
+
+# --- keying in Spark: what the keyed operators share ---------------------------------------
+def key_types(left: DataFrame, right: DataFrame, left_keys: tuple[str, ...], right_keys: tuple[str, ...]) -> list:
+    """Each key pair hashed as one type, so equal keys of both inputs share a bucket."""
+    return [hash_type(left.schema[a].dataType, right.schema[b].dataType) for a, b in zip(left_keys, right_keys)]
+
+
+def keyed_change(
+    ctx: EpochContext, op: Operator, change: DataFrame, keys: tuple[str, ...], types: list, store: StateTable | None = None
+) -> Batch:
+    """``op``'s change with ``__bucket`` over ``keys``, materialized once (or known empty);
+    staged into ``store`` when the whole change is what that state table will hold
+    (:meth:`StateTable.stage`)."""
+    change = with_bucket(change, keys, ctx.buckets, types)
+    if op.unchanged(ctx):
+        return nothing(change)
+    return store.stage(ctx, change, types) if store is not None else materialize(change, small=ctx.small)
+
+
+def all_present(keys: tuple[str, ...]) -> Column:
+    """True where no key column is NULL (always true without keys)."""
+    cond = F.lit(True)
+    for k in keys:
+        cond = cond & col(k).isNotNull()
+    return cond
+
+
+def split_null_keys(spark: SparkSession, batch: Batch, keys: tuple[str, ...]) -> tuple[Batch, DataFrame]:
+    """``batch`` as (its rows whose keys are all present, its rows with a NULL key).
+
+    A NULL key never equals anything, so those rows need no state; the first part keeps
+    the batch's Arrow copy (filtered on the driver) so it can be stored and looked up as
+    it is. Without an Arrow copy (a full refresh) the row count of the first part is the
+    whole batch's: an upper bound, which only decides whether some work can be skipped.
+    """
+    if not keys:
+        return batch, batch.df.limit(0)
+    if batch.table is None:
+        return Batch(batch.df.filter(all_present(keys)), batch.rows), batch.df.filter(~all_present(keys))
+    mask = pc.is_valid(batch.table.column(keys[0]))
+    for k in keys[1:]:
+        mask = pc.and_(mask, pc.is_valid(batch.table.column(k)))
+    keyed, nulls = batch.table.filter(mask), batch.table.filter(pc.invert(mask))
+    keyed_batch = batch if nulls.num_rows == 0 else Batch.of_table(spark, keyed)
+    null_df = batch.df.limit(0) if nulls.num_rows == 0 else to_spark(spark, nulls)
+    return keyed_batch, null_df
+
+
+def rebucket(spark: SparkSession, batch: Batch, column: str) -> Batch:
+    """``batch`` with ``column``, a second bucket column computed along with it (over other
+    keys), as its ``__bucket``: one materialized change stored in tables keyed differently."""
+    if batch.table is not None:
+        table = batch.table.drop_columns([BUCKET])
+        table = table.rename_columns([BUCKET if n == column else n for n in table.column_names])
+        return Batch.of_table(spark, table)
+    return Batch(batch.df.drop(BUCKET).withColumnRenamed(column, BUCKET), batch.rows)
