@@ -24,7 +24,7 @@ sys.path.insert(0, str(HERE))
 from ivm_assets import IvmProject  # noqa: E402
 from ivm_assets.engine import execute  # noqa: E402
 from ivm_assets.spark.session import get_spark, stop_spark  # noqa: E402
-from ivm_assets.testing.tpch import create_sources, generate_parquet, make_batches  # noqa: E402
+from ivm_assets.tpch import create_sources, generate_parquet, make_batches  # noqa: E402
 from tpch_refresh import write_project  # noqa: E402  (benchmarks/: every benchmark's TPC-H project)
 
 DATA = HERE / "data"

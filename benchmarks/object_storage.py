@@ -3,7 +3,7 @@
 Starts a local S3 server (moto's, on 127.0.0.1, a free port; stopped by its process id at the
 end), loads the same generated TPC-H data into Delta sources in a local folder and in a
 bucket, builds a few TPC-H views on each, then applies the same TPC-H-style refresh batches
-(RF1 new orders, RF2 random deletes, dimension updates; ``ivm_assets.testing.tpch``) to both
+(RF1 new orders, RF2 random deletes, dimension updates; ``ivm_assets.tpch``) to both
 and refreshes every view after each, in one warm process (as a long-lived Dagster code
 server or service would). Times each incremental refresh and counts the requests the S3
 server answered for it (from its request log). Printed, not asserted.
@@ -48,7 +48,7 @@ sys.path.insert(0, str(HERE))
 from ivm_assets import IvmProject  # noqa: E402
 from ivm_assets.delta import storage  # noqa: E402
 from ivm_assets.spark.session import get_spark, stop_spark  # noqa: E402
-from ivm_assets.testing.tpch import create_sources, generate_parquet, make_batches  # noqa: E402
+from ivm_assets.tpch import create_sources, generate_parquet, make_batches  # noqa: E402
 from tpch_refresh import write_project  # noqa: E402  (benchmarks/: every benchmark's TPC-H project)
 
 SQL_DIR = HERE / "tpch"

@@ -35,7 +35,7 @@ from ivm_assets import IvmProject  # noqa: E402
 from ivm_assets.engine.oracle import check_view  # noqa: E402
 from ivm_assets.settings import SMALL_BUILD_ROWS_ENV, SMALL_EPOCHS_ENV  # noqa: E402
 from ivm_assets.spark.session import get_spark, stop_spark  # noqa: E402
-from ivm_assets.testing.tpch import create_sources, generate_parquet  # noqa: E402
+from ivm_assets.tpch import create_sources, generate_parquet  # noqa: E402
 from tpch_refresh import write_project  # noqa: E402
 
 

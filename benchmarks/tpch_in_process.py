@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 from ivm_assets import IvmProject  # noqa: E402
 from ivm_assets.engine.oracle import check_view  # noqa: E402
 from ivm_assets.spark.session import get_spark  # noqa: E402
-from ivm_assets.testing.tpch import create_sources, generate_parquet, make_batches  # noqa: E402
+from ivm_assets.tpch import create_sources, generate_parquet, make_batches  # noqa: E402
 
 QUERIES = ROOT / "benchmarks" / "tpch"
 

@@ -59,7 +59,7 @@ from ivm_assets.delta.read import read_snapshot  # noqa: E402
 from ivm_assets.delta.write import write  # noqa: E402
 from ivm_assets.errors import SourceError  # noqa: E402
 from ivm_assets.spark.session import get_spark, stop_spark  # noqa: E402
-from ivm_assets.testing.tpch import (  # noqa: E402
+from ivm_assets.tpch import (  # noqa: E402
     DIMENSION_UPDATES, RefreshBatches, create_sources, generate_parquet, make_batches,
 )
 

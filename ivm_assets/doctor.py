@@ -281,7 +281,7 @@ def _check_source(label: str, uri: str) -> CheckResult:
 def check_warehouse(project: IvmProject) -> CheckResult:
     """Create and remove a folder in the warehouse (or, before the first refresh creates the
     warehouse, in the nearest folder above it that exists)."""
-    from ivm_assets.delta.storage import is_local
+    from ivm_assets.uris import is_local
 
     warehouse = project.warehouse
     if not is_local(warehouse):

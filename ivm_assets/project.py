@@ -16,6 +16,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
+from ivm_assets import uris
 from ivm_assets.config import ProjectConfig, SourceSettings, ViewSettings, load_config, name_problem, resolve_options
 from ivm_assets.delta import hadoop_mapping, storage
 from ivm_assets.delta.handles import HandleBlock, is_delta_table, latest_version, reusing_handles
@@ -224,7 +225,7 @@ class IvmProject:
         hadoop_mapping.set_executor_io(mode)
         if mode != "hadoop":
             return
-        remote = [uri for uri in (self.warehouse, *self.sources.values()) if not storage.is_local(uri)]
+        remote = [uri for uri in (self.warehouse, *self.sources.values()) if not uris.is_local(uri)]
 
         def configure(session: SparkSession) -> None:
             for uri in remote:

@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from ivm_assets import IvmProject
-from ivm_assets.testing.tpch import create_sources, generate_parquet, make_batches
+from ivm_assets.tpch import create_sources, generate_parquet, make_batches
 from tests.conftest import assert_oracle
 from tests.operators.harness import epochs_alternating
 

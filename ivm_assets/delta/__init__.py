@@ -21,7 +21,9 @@ commit a refresh makes is tagged with its epoch and fenced (:mod:`~ivm_assets.de
 - :mod:`~ivm_assets.delta.storage`: stores and their options;
   :mod:`~ivm_assets.delta.filesystems`: the driver's file access with them;
   :mod:`~ivm_assets.delta.storage_errors`: storage failures told in words;
-  :mod:`~ivm_assets.delta.hadoop_mapping`: how Spark's executors reach the stores
+  :mod:`~ivm_assets.delta.hadoop_mapping`: how Spark's executors reach the stores;
+  :mod:`~ivm_assets.delta.executor_io`: Spark's executors reading and writing a table's
+  parquet files with pyarrow
 - :mod:`~ivm_assets.delta.change_files`, :mod:`~ivm_assets.delta.parquet_cache`: large change
   ranges' files, decoded state files kept between refreshes
 """

@@ -24,11 +24,11 @@ from urllib.parse import unquote
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
-from ivm_assets.delta import filesystems, storage
+from ivm_assets import uris
+from ivm_assets.delta import executor_io, filesystems, storage
 from ivm_assets.delta.handles import open_table
 from ivm_assets.delta.log import commit_actions
 from ivm_assets.delta.snapshot import arrow_schema
-from ivm_assets.spark import executor_io
 from ivm_assets.spark.arrow import spark_schema
 from ivm_assets.zset import WEIGHT
 
@@ -68,7 +68,7 @@ def change_files(uri: str, *, after: int, upto: int) -> ChangeFiles | None:
     if str(dt.metadata().configuration.get(_COLUMN_MAPPING, "none")).lower() != "none":
         return None
     partition_columns = tuple(dt.metadata().partition_columns)
-    root = storage.normalize(storage.local_path(uri) or uri)
+    root = storage.normalize(uris.local_path(uri) or uri)
     files: list[executor_io.DataFile] = []
     rows = 0
     for version in range(after + 1, upto + 1):
@@ -121,7 +121,7 @@ def read_on_executors(spark: SparkSession, found: ChangeFiles, columns: tuple[st
     schema = arrow_schema(found.uri, found.upto)
     kept = [f for f in schema if columns is None or f.name in columns]
     target = pa.schema([*kept, pa.field(WEIGHT, pa.int64(), False)])
-    root = storage.normalize(storage.local_path(found.uri) or found.uri)
+    root = storage.normalize(uris.local_path(found.uri) or found.uri)
     return executor_io.read_files(
         spark, list(found.files), root=root, schema=target, spark_schema=spark_schema(target),
         partitions=[c for c in found.partition_columns if c in target.names], weight=WEIGHT,

@@ -24,12 +24,12 @@ from ivm_assets.delta.storage import (
     GCS_SCHEMES,
     S3_SCHEMES,
     Registration,
-    local_path,
     on_change,
     registration,
 )
 from ivm_assets.delta.storage_errors import failure, failures
 from ivm_assets.errors import StorageError
+from ivm_assets.uris import local_path
 
 _lock = threading.Lock()
 _filesystems: dict[tuple, pafs.FileSystem] = {}

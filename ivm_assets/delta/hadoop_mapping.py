@@ -18,7 +18,7 @@ _executor_io: ExecutorIO = "python"
 def set_executor_io(mode: ExecutorIO) -> None:
     """How Spark's executors reach tables on object stores, for the whole process:
     ``"python"`` (the default): pyarrow in the executors' Python workers, built from the
-    registered options (:mod:`ivm_assets.spark.executor_io`); ``"hadoop"``: Spark's own
+    registered options (:mod:`ivm_assets.delta.executor_io`); ``"hadoop"``: Spark's own
     parquet reader through Hadoop's connectors (``s3a://``, ``abfss://``, ``gs://``), for
     clusters that have them, configured with :func:`hadoop_settings`."""
     global _executor_io

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError, TableNotFoundError
 
+from ivm_assets import uris
 from ivm_assets.delta import filesystems, io_counts, storage, storage_errors
 from ivm_assets.errors import SourceError
 
@@ -34,7 +35,7 @@ def is_delta_table(uri: str) -> bool:
     while it waits on the store (up to its timeouts and retries, minutes on a dead
     endpoint), which would stop every other thread of the process, the claim's renewals
     among them; pyarrow's calls release it."""
-    local = storage.local_path(uri)
+    local = uris.local_path(uri)
     if local is None:
         block = _handles.get()
         if block is not None and any(u == uri for u, _ in block.handles):
@@ -115,7 +116,7 @@ def commit_file_identity(uri: str, version: int) -> tuple | None:
     if block is not None and (uri, version) in block.identities:
         return block.identities[(uri, version)]
     found = filesystems.identity(commit_file(uri, version))
-    if block is not None and found is not None and not storage.is_local(uri):
+    if block is not None and found is not None and not uris.is_local(uri):
         block.identities[(uri, version)] = found
     return found
 
@@ -249,7 +250,7 @@ def known_latest(uri: str) -> int | None:
     whole with put-if-absent, one version after the other, so no later one can exist
     without that one.
     """
-    if storage.is_local(uri):
+    if uris.is_local(uri):
         return _listed_latest(uri)
     block = _handles.get()
     if block is None:
@@ -281,7 +282,7 @@ def _listed_latest(uri: str) -> int | None:
     put-if-absent) and log cleanup never removes the newest one, so the highest numbered
     ``NNNNNNNNNNNNNNNNNNNN.json`` is the latest commit.
     """
-    local = storage.local_path(uri)
+    local = uris.local_path(uri)
     if local is None:
         return None
     try:

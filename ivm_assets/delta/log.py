@@ -10,7 +10,8 @@ import json
 import threading
 from collections import OrderedDict
 
-from ivm_assets.delta import filesystems, storage
+from ivm_assets import uris
+from ivm_assets.delta import filesystems
 from ivm_assets.delta.handles import commit_file, commit_file_identity, is_delta_table, known_latest, open_fresh, open_table
 
 
@@ -75,7 +76,7 @@ _commits_lock = threading.Lock()
 def commit_actions(uri: str, version: int, kind: str) -> list[dict] | None:
     """The ``kind`` actions (``commitInfo``, ``add``, …) of one commit file, in order; None
     when the file is gone (log cleanup)."""
-    if storage.is_local(uri):
+    if uris.is_local(uri):
         try:
             with open(commit_file(uri, version), encoding="utf-8") as f:
                 lines = [line for line in f if f'"{kind}"' in line]

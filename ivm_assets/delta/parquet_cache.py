@@ -36,8 +36,8 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from ivm_assets import settings
-from ivm_assets.delta import filesystems, storage, storage_errors
+from ivm_assets import settings, uris
+from ivm_assets.delta import filesystems, storage_errors
 from ivm_assets.spark.arrow import normalize_table
 
 _FOOTERS_KEPT = 4096
@@ -162,7 +162,7 @@ def _decoded(file: Footer, groups: list[int]) -> pa.Table:
     store the fragment scans them: it knows the file's size (no HEAD request, which opening
     the file for the reader costs) and fetches each group's column chunks in one ranged GET
     (``tests/s3``)."""
-    if not storage.is_local(file.path):
+    if not uris.is_local(file.path):
         return file.fragment.subset(row_group_ids=groups).to_table()
     with file.fragment.open() as source:
         return pq.ParquetFile(source, metadata=file.metadata).read_row_groups(groups)
@@ -190,7 +190,7 @@ def _reading(uri: str, read):
         with storage_errors.failures(uri):
             return read()
     except OSError as exc:
-        if isinstance(exc, FileNotFoundError) or storage.is_local(uri) or filesystems.identity(uri) is not None:
+        if isinstance(exc, FileNotFoundError) or uris.is_local(uri) or filesystems.identity(uri) is not None:
             raise
         raise storage_errors.missing_file(uri) from None
 

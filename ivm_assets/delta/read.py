@@ -1,6 +1,6 @@
 """Reads into Spark and Arrow: snapshots (read by Spark's executors from the table's
 parquet files: by Spark's parquet reader on a local disk, by pyarrow in the executors'
-Python workers on an object store, see :mod:`ivm_assets.spark.executor_io`), change feeds
+Python workers on an object store, see :mod:`ivm_assets.delta.executor_io`), change feeds
 (read by delta-rs and normalized) and small tables.
 """
 
@@ -10,10 +10,10 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ivm_assets.delta import hadoop_mapping, storage, storage_errors
+from ivm_assets import uris
+from ivm_assets.delta import executor_io, hadoop_mapping, storage, storage_errors
 from ivm_assets.delta.handles import open_table
 from ivm_assets.delta.snapshot import SnapshotFiles, file_index, file_key, normalize_schema_of, snapshot_files
-from ivm_assets.spark import executor_io
 from ivm_assets.spark.arrow import normalize_table, spark_schema, to_spark
 from ivm_assets.zset import WEIGHT
 
@@ -59,7 +59,7 @@ def _read_files(spark: SparkSession, snap: SnapshotFiles) -> DataFrame:
         return spark.createDataFrame([], schema=spark_schema(schema))
     target = spark_schema(schema)
     partition_columns = dt.metadata().partition_columns
-    if not all(storage.is_local(f) for f in files):
+    if not all(uris.is_local(f) for f in files):
         if hadoop_mapping.executor_io() == "python":
             return read_on_executors(spark, dt.table_uri, data_files(snap), schema, partition_columns)
         files = [hadoop_mapping.hadoop_uri(f) for f in files]
@@ -70,7 +70,7 @@ def _read_files(spark: SparkSession, snap: SnapshotFiles) -> DataFrame:
     # An explicit schema spares Spark a job that reads every file footer to infer one.
     reader = spark.read.schema(target)
     if partition_columns:
-        local = storage.local_path(dt.table_uri)
+        local = uris.local_path(dt.table_uri)
         reader = reader.option("basePath", file_key(local) if local is not None else hadoop_mapping.hadoop_uri(dt.table_uri))
     return reader.parquet(*files).select(*[F.col(f"`{f.name}`") for f in target.fields])
 

@@ -10,6 +10,7 @@ from urllib.parse import unquote
 import pyarrow as pa
 from deltalake import DeltaTable
 
+from ivm_assets import uris
 from ivm_assets.delta import filesystems, storage, storage_errors
 from ivm_assets.delta.handles import open_table
 from ivm_assets.spark.arrow import normalize_table
@@ -63,7 +64,7 @@ def file_index(dt: DeltaTable) -> dict[str, tuple[int, dict]]:
     if found is not None and found[0] == dt.version():
         return found[1]
     actions = pa.table(dt.get_add_actions(flatten=True))
-    root = storage.normalize(storage.local_path(dt.table_uri) or dt.table_uri)
+    root = storage.normalize(uris.local_path(dt.table_uri) or dt.table_uri)
     columns = {n.removeprefix("partition."): actions.column(n).to_pylist() for n in actions.column_names if n.startswith("partition.")}
     index = {}
     for i, (path, size) in enumerate(zip(actions.column("path").to_pylist(), actions.column("size_bytes").to_pylist())):

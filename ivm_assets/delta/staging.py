@@ -19,12 +19,12 @@ from deltalake.transaction import AddAction, create_table_with_add_actions
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ivm_assets.delta import storage, storage_errors
+from ivm_assets import uris
+from ivm_assets.delta import executor_io, storage, storage_errors
 from ivm_assets.delta.commit import Epoch, commit_epoch
 from ivm_assets.delta.handles import writable
 from ivm_assets.delta.properties import new_table_configuration
 from ivm_assets.delta.read import read_on_executors
-from ivm_assets.spark import executor_io
 from ivm_assets.spark.arrow import arrow_schema as spark_to_arrow_schema, spark_schema
 from ivm_assets.testing import faults
 
@@ -58,14 +58,14 @@ def stage_files(
     A local table's files are written by Spark's parquet writer into a staging folder and
     moved into place (one rename each, same file system). On an object store, where a
     rename is a copy and this Spark has no connector, the executors write them in place
-    with pyarrow (:func:`~ivm_assets.spark.executor_io.write_files`).
+    with pyarrow (:func:`~ivm_assets.delta.executor_io.write_files`).
     """
     if partition_by:
         rows = rows.repartition(*[F.col(f"`{c}`") for c in partition_by])
     if partition_by or sort_by:
         rows = rows.sortWithinPartitions(*[F.col(f"`{c}`") for c in [*partition_by, *sort_by]])
     schema = all_nullable(spark_to_arrow_schema(rows.schema))
-    root = storage.local_path(uri)
+    root = uris.local_path(uri)
     if root is None:
         return _stage_remote(uri, rows, schema, partition_by=partition_by, row_group_rows=row_group_rows)
     staging = os.path.join(root, f"_ivm_staging_{uuid.uuid4().hex}")
@@ -132,7 +132,7 @@ def read_staged(spark: SparkSession, uri: str, files: StagedFiles) -> DataFrame:
     """The rows of staged ``files`` (not committed yet) as Spark reads them, their partition
     columns included: a full refresh computes what it stores once and reads the stored files
     back instead of keeping a copy on the executors."""
-    root = storage.local_path(uri)
+    root = uris.local_path(uri)
     schema = spark_schema(files.schema)
     if not files.actions:
         return spark.createDataFrame([], schema)

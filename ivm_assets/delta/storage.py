@@ -27,6 +27,8 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from ivm_assets import uris
+
 
 @dataclass(frozen=True)
 class Registration:
@@ -75,7 +77,7 @@ def register(prefix: str, options: Mapping[str, str], *, origin: str) -> None:
     """Use ``options`` for every table under ``prefix`` (an object store URI); ``origin`` says
     where they were set ("storage_options in /p/ivm.yaml"). Empty options, and local
     folders (whose tables need none), register nothing."""
-    if not options or is_local(prefix):
+    if not options or uris.is_local(prefix):
         return
     prefix = normalize(prefix)
     entry = Registration(prefix, tuple(sorted((str(k), str(v)) for k, v in options.items())), origin)
@@ -114,16 +116,6 @@ def redact(text: str) -> str:
 
 
 # --- where a URI points ----------------------------------------------------------------------
-def local_path(uri: str) -> str | None:
-    """The local path of ``uri`` (a path or ``file://``); None for an object store URI."""
-    path = uri.removeprefix("file://")
-    return None if "://" in path else path
-
-
-def is_local(uri: str) -> bool:
-    return local_path(uri) is not None
-
-
 S3_SCHEMES = ("s3", "s3a")
 AZURE_SCHEMES = ("az", "adl", "azure", "abfs", "abfss")
 GCS_SCHEMES = ("gs", "gcs")

@@ -60,7 +60,7 @@ def failure(exc: BaseException, uri: str) -> StorageError | None:
     copy when its text holds a secret; None otherwise."""
     text = str(exc)
     # A Spark job that failed in an executor's I/O: what it was reading or writing, rather
-    # than the table the driver wrapped the job for (spark/executor_io.py words the error).
+    # than the table the driver wrapped the job for (delta/executor_io.py words the error).
     if found := _EXECUTOR_IO.search(text):
         uri = found[1]
     entry = registration(uri)

@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 
-from ivm_assets.delta.storage import is_local
 from ivm_assets.errors import ConfigError
+from ivm_assets.uris import is_local
 
 _masters: dict[int, str] = {}  # id(session) -> its master (a Connect server is asked once)
 

@@ -1,1 +1,1 @@
-"""Helpers for tests and benchmarks: TPC-H data and refresh batches, fault injection."""
+"""Fault injection for the crash tests: the points the product code calls (``faults``)."""

@@ -198,7 +198,7 @@ def test_the_secret_appears_in_no_plan_log_or_error_of_a_full_build(s3_project, 
     import logging
     import traceback
 
-    from ivm_assets.spark import executor_io
+    from ivm_assets.delta import executor_io
     from ivm_assets.spark.arrow import spark_schema
 
     secret = s3_project.server.secret
