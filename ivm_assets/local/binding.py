@@ -62,6 +62,8 @@ class DriverBinding:
 
     def aggregated(self, op: Operator, *, fused: bool) -> pa.Table | Fused:
         raw = self.change(op)
+        if self.ctx.full:
+            return raw  # every weight is +1: the partials and value tables sum them as they are
         if fused:  # consolidated in the statement of its one rule: a statement less
             return Fused(rel.Consolidate(rel.Input("fused", tuple(raw.column_names)), op.columns), raw)
         return self.consolidate(raw, op.columns)
@@ -125,10 +127,14 @@ class DriverBinding:
     def pair(self, op: KeyedPair) -> tuple[pa.Table, pa.Table, dict[str, pa.Table]]:
         keyed, nulls = {}, {}
         for side, child, keys, table in (("left", op.left, op.left_keys, op.left_state), ("right", op.right, op.right_keys, op.right_state)):
-            # A build's sides are ordered by key as they are consolidated (on every core): the
-            # state writer then finds them in order and does not sort them again.
-            change = self.consolidate(self.change(child), child.columns, keys if self.ctx.full else ())
-            change, nulls[side] = split_null_keys(change, keys)
+            if self.ctx.full:
+                # A build takes each side as it is, as Spark's does (every weight is +1; grouping
+                # millions of rows by all their columns would cost a second), ordered by key on
+                # every core unless it already is: the state writer then does not sort it again.
+                change, nulls[side] = split_null_keys(self.change(child), keys)
+                change = self.in_key_order(change, keys)
+            else:
+                change, nulls[side] = split_null_keys(self.consolidate(self.change(child), child.columns), keys)
             keyed[side] = self.keyed(change, keys, table, ())
         check_key_types(keyed["left"], keyed["right"], zip(op.left_keys, op.right_keys), "the join key", full=self.ctx.full)
         return keyed["left"], keyed["right"], nulls

@@ -33,6 +33,7 @@ import duckdb
 import pyarrow as pa
 
 from ivm_assets.delta.snapshot import arrow_schema
+from ivm_assets.delta.write import in_order
 from ivm_assets.duckdb_names import arrow_query, q, string_literal
 from ivm_assets.epoch_context import EpochContext
 from ivm_assets.errors import InexactAggregate
@@ -180,6 +181,14 @@ class LocalEpoch(DriverBinding):
             return consolidate.in_duckdb(self.con, table, columns, order_by)
         except duckdb.Error as exc:
             raise _untranslatable(exc) from exc
+
+    def in_key_order(self, table: pa.Table, keys: tuple[str, ...]) -> pa.Table:
+        """``table``'s rows ascending on ``keys`` (none of them NULL), sorted by DuckDB on
+        every core unless they already are (a source written in key order)."""
+        if not keys or in_order(table, list(keys)):
+            return table
+        ordered = self.sql(f"SELECT * FROM t ORDER BY {', '.join(q(k) for k in keys)}", t=table)
+        return ordered.cast(table.schema)
 
     # --- linear operators: the rules of :mod:`ivm_assets.rules.linear` ---------------------
     def visit_ScanOp(self, op: ScanOp) -> pa.Table:
