@@ -10,6 +10,7 @@ from pyspark.sql import DataFrame, SparkSession
 from ivm_assets.delta.commit import Epoch
 
 if TYPE_CHECKING:  # state appends are queued here
+    from ivm_assets.operators.base import Operator
     from ivm_assets.state.arrangement import StateAppend
 
 
@@ -47,3 +48,28 @@ class EpochContext:
     def small(self) -> bool:
         """Whether the epoch's results are few enough to collect on the driver (see :func:`materialize`)."""
         return not self.full or self.small_build
+
+
+class FromContext:
+    """What an operator's binding (:mod:`ivm_assets.operators.binding`) learns from the epoch
+    context alone, the same in both engines: a base of each engine's binding."""
+
+    ctx: EpochContext
+
+    @property
+    def full(self) -> bool:
+        return self.ctx.full
+
+    @property
+    def ansi(self) -> bool:
+        return self.ctx.ansi
+
+    @property
+    def view(self) -> str:
+        return self.ctx.epoch.metadata.get("ivm.view", "")
+
+    def unchanged(self, op: Operator) -> bool:
+        return op.unchanged(self.ctx)
+
+    def count(self, stat: str, n: int) -> None:
+        self.ctx.stats[stat] = self.ctx.stats.get(stat, 0) + n

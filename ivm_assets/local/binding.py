@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ivm_assets.epoch_context import FromContext
 from ivm_assets.local import render_duckdb
 from ivm_assets.local.columns import cast_columns, check_key_types, split_null_keys
 from ivm_assets.local.sql_types import VALUE_FAMILIES, arrow_type
@@ -42,23 +43,8 @@ class Fused:
         return self.table.schema
 
 
-class DriverBinding:
+class DriverBinding(FromContext):
     """An epoch in process, as an operator's binding sees it."""
-
-    @property
-    def full(self) -> bool:
-        return self.ctx.full
-
-    @property
-    def ansi(self) -> bool:
-        return self.ctx.ansi
-
-    @property
-    def view(self) -> str:
-        return self.ctx.epoch.metadata.get("ivm.view", "")
-
-    def unchanged(self, op: Operator) -> bool:
-        return op.unchanged(self.ctx)
 
     def aggregated(self, op: Operator, *, fused: bool) -> pa.Table | Fused:
         raw = self.change(op)
@@ -177,9 +163,6 @@ class DriverBinding:
             # No FLOAT/DOUBLE: where their order or grouping differs from Spark's is not mirrored.
             if arrow_type(change.schema.field(name).type).family not in VALUE_FAMILIES:
                 raise Untranslatable(f"{what} a column of type {change.schema.field(name).type}")
-
-    def count(self, stat: str, n: int) -> None:
-        self.ctx.stats[stat] = self.ctx.stats.get(stat, 0) + n
 
     def unkeyed(self, keyed: pa.Table, columns: tuple[str, ...] | None = None, *, lazily: bool = False) -> pa.Table:
         change = keyed.drop_columns([BUCKET])

@@ -13,7 +13,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ivm_assets.epoch_context import EpochContext
+from ivm_assets.epoch_context import EpochContext, FromContext
 from ivm_assets.operators.base import Operator, consolidate, input_change
 from ivm_assets.rules.not_in import NULL
 from ivm_assets.rules import render_spark
@@ -37,27 +37,12 @@ _GROUP_BUCKET = "__bucket_g"
 WHOLE_TABLE_ROWS = 5_000
 
 
-class SparkBinding:
+class SparkBinding(FromContext):
     """An epoch in Spark, as an operator's binding sees it."""
 
     def __init__(self, ctx: EpochContext) -> None:
         self.ctx = ctx
         self._hash_types: dict[str, list] = {}  # per state table: how its keys were hashed
-
-    @property
-    def full(self) -> bool:
-        return self.ctx.full
-
-    @property
-    def ansi(self) -> bool:
-        return self.ctx.ansi
-
-    @property
-    def view(self) -> str:
-        return self.ctx.epoch.metadata.get("ivm.view", "")
-
-    def unchanged(self, op: Operator) -> bool:
-        return op.unchanged(self.ctx)
 
     def aggregated(self, op: Operator, *, fused: bool) -> DataFrame:
         return input_change(self.ctx, op)
@@ -115,9 +100,6 @@ class SparkBinding:
 
     def orders_alike(self, change: DataFrame, columns: tuple[str, ...], what: str) -> None:
         return None  # Spark's own order
-
-    def count(self, stat: str, n: int) -> None:
-        self.ctx.stats[stat] = self.ctx.stats.get(stat, 0) + n
 
     def pair(self, op) -> tuple[Batch, Batch, dict[str, DataFrame]]:
         dl, dr, left_nulls, right_nulls, types = op.split_changes(self.ctx)
