@@ -141,7 +141,7 @@ class DriverBinding(FromContext):
         )
 
     def probe(self, change: pa.Table, keys: tuple[str, ...], table: StateTable) -> pa.Table:
-        return change.append_column(BUCKET, self._buckets(change, keys, self._hashes(table)))
+        return self.keyed(change, keys, table, ())  # hashed as the table records, as every key here
 
     def present(self, keyed: pa.Table, keys: tuple[str, ...]) -> pa.Table:
         return split_null_keys(keyed, keys)[0]
@@ -184,12 +184,14 @@ class DriverBinding(FromContext):
 
     def lookup_keys(self, table: StateTable, parts: list[tuple[pa.Table, tuple[str, ...]]]) -> pa.Table | None:
         parts = [(change, keys) for change, keys in parts if change.num_rows]
+        if not parts:
+            return None
         if len(parts) == 1:
             # The change is the probe as it is, with its buckets: a pair's keys are hashed
             # alike in both its tables (Spark lays them out by the pair's type, and a build
             # in process refuses pairs whose own types would hash otherwise).
             return self._lookup(table, *parts[0])
-        return self._read(table, parts, {table.name: self._hashes(table)})
+        return self._lookup(table, self._probe(parts, table.keys, self._hashes(table)), table.keys)
 
     def compute(self, node: Rel, inputs: dict[str, pa.Table | Fused], columns: tuple[str, ...] | None = None, like: tuple[pa.Table, ...] = ()) -> pa.Table:
         for name, change in list(inputs.items()):
@@ -205,13 +207,6 @@ class DriverBinding(FromContext):
         self._write(table, keyed)
 
     # --- helpers -----------------------------------------------------------------------------
-    def _read(self, table: StateTable, parts: list[tuple[pa.Table, tuple[str, ...]]], hashes: dict[str, tuple[str, ...]]) -> pa.Table | None:
-        """``table``'s current rows for the keys of ``parts`` (None: none, or no state)."""
-        parts = [(t, keys) for t, keys in parts if t.num_rows]
-        if not parts:
-            return None
-        return self._lookup(table, self._probe(parts, table.keys, hashes[table.name]), table.keys)
-
     def _computed(self, node: rel.Rel, tables: dict[str, pa.Table]) -> pa.Table:
         """A step of a rule computed by DuckDB over ``tables``, as DuckDB types it."""
         query, _ = render_duckdb.render(node, {name: t.schema for name, t in tables.items()})
