@@ -18,9 +18,10 @@ process runs it. A project's own ``spark:`` settings win over ``IVM_SPARK_MASTER
                               this many MiB as Arrow runs in process where its rules
                               translate (default: 1/32 of the memory this process may use;
                               ``0``: never, see :mod:`ivm_assets.engine.execute`)
-``IVM_STATE_CACHE_MB``        state row groups kept in memory between refreshes (default: a
-                              quarter of the memory this process may use, see
-                              :func:`usable_memory`; ``0`` turns the cache off)
+``IVM_STATE_CACHE_MB``        state rows kept in memory between refreshes, as row groups
+                              or as files indexed by key (default: a quarter of the
+                              memory this process may use, see :func:`usable_memory`;
+                              ``0`` turns the cache off)
 ``IVM_SPARK_CONNECT_IDLE_S``  how long an auto-started Connect server waits without a
                               client before it stops (default 1800)
 ``IVM_SPARK_CONNECT_DIR``     where that server records itself (default ``~/.ivm/spark-connect``)

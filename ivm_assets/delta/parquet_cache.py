@@ -17,7 +17,13 @@ ones the log names). Two caches, both by that name:
   the row groups of a lookup reads no file;
 - decoded row groups, under a budget of ``IVM_STATE_CACHE_MB`` MiB (default: a quarter of
   the memory the process may use, :func:`ivm_assets.settings.usable_memory`; ``0`` turns
-  the cache off), least recently used first out.
+  the cache off), least recently used first out;
+- under the same budget, whole files indexed by an integer key
+  (:mod:`~ivm_assets.delta.key_index`): a file looked up by that key a second time, or
+  wanted at least half (counting the groups held already), is decoded whole and held
+  indexed instead of by group (:func:`whole_file`), as are the files a commit of this
+  process wrote (:func:`remember`). A lookup in a fresh process still decodes only the
+  groups its keys touch; scattered keys in a long-lived one stop paying per row group.
 
 A process that refreshes once (a Dagster run in a process of its own) gains nothing and pays
 nothing but the budget it fills; long-lived processes (``ivm serve``-style loops, the
@@ -38,6 +44,7 @@ import pyarrow.parquet as pq
 
 from ivm_assets import settings, uris
 from ivm_assets.delta import filesystems, storage_errors
+from ivm_assets.delta.key_index import KeyIndex, index, indexable
 from ivm_assets.spark.arrow import normalize_table
 
 _FOOTERS_KEPT = 4096
@@ -57,11 +64,17 @@ class Footer:
     rows: list[int]
     bytes: list[int]
     fragment: ds.ParquetFileFragment
+    lookups: int = 0  # lookups by key that asked for this file (see whole_file)
     _stats: dict[str, list[tuple[object, object, int | None] | None]] = field(default_factory=dict)
 
     @property
     def path(self) -> str:
         return self.stamp[0]
+
+    @property
+    def decoded_bytes(self) -> int:
+        """The file's rows' size uncompressed, as its footer says (about their Arrow size)."""
+        return sum(self.metadata.row_group(g).total_byte_size for g in range(self.metadata.num_row_groups))
 
     def stats(self, column: str) -> list[tuple[object, object, int | None] | None]:
         """Per row group (min, max, null count) of ``column``; None where the file has no
@@ -88,7 +101,8 @@ def _column_index(metadata: pq.FileMetaData, column: str) -> int | None:
 
 _lock = threading.Lock()
 _footers: OrderedDict[Stamp, Footer] = OrderedDict()
-_groups: OrderedDict[tuple[Stamp, int], pa.Table] = OrderedDict()
+# Held by (file, row group) or, for a file indexed whole, (file, key column).
+_groups: OrderedDict[tuple[Stamp, int | str], pa.Table | KeyIndex] = OrderedDict()
 _held_bytes = 0
 
 
@@ -155,6 +169,61 @@ def row_groups(file: Footer, groups: list[int], schema: pa.Schema, *, keep: bool
     return [found[g] for g in groups], len(missing)
 
 
+def held_index(file: Footer, key: str, schema: pa.Schema) -> KeyIndex | None:
+    """``file``'s rows indexed by ``key``, conformed to ``schema``, when they are held."""
+    with _lock:
+        found = _groups.get((file.stamp, key))
+        if found is None:
+            return None
+        _groups.move_to_end((file.stamp, key))
+    assert isinstance(found, KeyIndex)
+    if found.rows.schema != schema:
+        found = found.with_rows(conformed(found.rows, schema))
+        if (budget := budget_bytes()) > 0:
+            _keep((file.stamp, key), found, budget, replace=True)
+    return found
+
+
+def whole_file(file: Footer, groups: list[int], schema: pa.Schema, key: str) -> tuple[KeyIndex | None, int]:
+    """``file``'s rows indexed by ``key`` (conformed to ``schema``) and how many of its row
+    groups were decoded now, when a lookup wants ``groups`` of it: held already, or made now
+    if the groups held or wanted are at least half the file's (decoding the rest at most
+    doubles what this lookup decodes), or if the file was looked up before in this process
+    (it is long-lived: its next lookups are worth a whole decode now) and its rows fit in
+    what the budget has left (decoding whole files only for them to be pushed out before
+    their next lookup would cost more than it saves). (None, 0) otherwise, when nothing may
+    be held, or when the file's rows would take more than a quarter of the budget."""
+    found = held_index(file, key, schema)
+    if found is not None:
+        return found, 0
+    file.lookups += 1
+    budget = budget_bytes()
+    if budget <= 0 or not indexable(schema.field(key).type) or 4 * file.decoded_bytes > budget:
+        return None, 0
+    count = len(file.rows)
+    with _lock:
+        held = {g for g in range(count) if (file.stamp, g) in _groups}
+    again = file.lookups > 1 and _held_bytes + file.decoded_bytes <= budget
+    if not again and 2 * len(held | set(groups)) < count:
+        return None, 0
+    tables, decoded = row_groups(file, list(range(count)), schema, keep=False)
+    made = index(pa.concat_tables(tables), key)
+    if made is None:
+        return None, decoded
+    _hold_index(file, made, budget)
+    return made, decoded
+
+
+def _hold_index(file: Footer, made: KeyIndex, budget: int) -> None:
+    """Hold ``made`` as ``file``'s index, in place of the file's row groups."""
+    global _held_bytes
+    with _lock:
+        for group in range(len(file.rows)):
+            if (dropped := _groups.pop((file.stamp, group), None)) is not None:
+                _held_bytes -= dropped.nbytes
+    _keep((file.stamp, made.key), made, budget, replace=True)
+
+
 def _decoded(file: Footer, groups: list[int]) -> pa.Table:
     """``groups`` of ``file`` decoded. A local file is read by pyarrow's parquet reader over
     the footer already read: 2–4 times faster than the dataset fragment's scan of the same
@@ -196,18 +265,32 @@ def _reading(uri: str, read):
 
 
 def remember(file: Footer, rows: pa.Table, key: str) -> bool:
-    """Hold ``rows`` as the decoded row groups of ``file``, which this process just wrote
-    from them (in this order), so that the next lookup does not decode what it wrote.
+    """Hold ``rows`` as the decoded rows of ``file``, which this process just wrote from
+    them (in this order), so that the next lookup does not decode what it wrote: indexed by
+    ``key`` when its type allows (the rows are the file's, whatever their order), else as
+    its row groups.
 
-    Only when the file's footer agrees: the same number of rows, and in each row group the
-    same min and max of ``key`` as the rows cut at the footer's group sizes. Rows with equal
-    keys might sit on either side of a group boundary; a lookup reads every group whose key
-    range holds its key, so it still finds each row once. Returns whether they were held."""
+    Only when the file's footer agrees: the same number of rows and the same min and max
+    of ``key``, over the file when indexed, else in each row group cut at the footer's
+    group sizes. Rows with equal keys might sit on either side of a group boundary; a lookup
+    reads every group whose key range holds its key, so it still finds each row once.
+    Returns whether they were held."""
     budget = budget_bytes()
     if budget <= 0 or sum(file.rows) != rows.num_rows or key not in rows.column_names:
         return False
     rows = normalize_table(rows)
-    stats, start, groups = file.stats(key), 0, []
+    stats = file.stats(key)
+    if indexable(rows.schema.field(key).type):
+        if any(s is None for s in stats):
+            return False
+        low_high = pc.min_max(rows.column(key))
+        if (low_high["min"].as_py(), low_high["max"].as_py()) != (min(s[0] for s in stats), max(s[1] for s in stats)):
+            return False
+        made = index(rows, key)
+        assert made is not None
+        _hold_index(file, made, budget)
+        return True
+    start, groups = 0, []
     for group, count in enumerate(file.rows):
         part = rows.slice(start, count)
         start += count
@@ -220,7 +303,7 @@ def remember(file: Footer, rows: pa.Table, key: str) -> bool:
     return True
 
 
-def _keep(key: tuple[Stamp, int], table: pa.Table, budget: int, *, replace: bool = False) -> None:
+def _keep(key: tuple[Stamp, int | str], table: pa.Table | KeyIndex, budget: int, *, replace: bool = False) -> None:
     """Hold ``table`` under ``key`` (``replace``: instead of what is held there)."""
     global _held_bytes
     size = table.nbytes
@@ -239,7 +322,7 @@ def _keep(key: tuple[Stamp, int], table: pa.Table, budget: int, *, replace: bool
 
 
 def held_bytes() -> int:
-    """Bytes of decoded row groups held now (tests, statistics)."""
+    """Bytes of decoded row groups and indexed files held now (tests, statistics)."""
     return _held_bytes
 
 

@@ -1,5 +1,7 @@
 """Selective reads on the driver: the row groups of a snapshot's files that may hold
-wanted keys (chosen from the parquet footers' statistics), read by pyarrow.
+wanted keys (chosen from the parquet footers' statistics), read by pyarrow; or, for a file
+held indexed by its integer key (:mod:`~ivm_assets.delta.key_index`), its rows of those
+keys found by binary search.
 
 For small, selective reads: no Spark job, no Spark file index.
 """
@@ -8,12 +10,13 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ivm_assets.delta import parquet_cache
+from ivm_assets.delta.key_index import KeyIndex, indexable, wanted_keys
 from ivm_assets.delta.snapshot import SnapshotFiles, file_key, normalize_schema_of, partition_values
 from ivm_assets.zset import normal_floats
 
@@ -21,12 +24,15 @@ from ivm_assets.zset import normal_floats
 @dataclass
 class ReadCost:
     """What :func:`read_files_arrow` read: row groups, their rows and compressed bytes, and
-    how many of those groups were decoded from disk (the others were in the parquet cache)."""
+    how many of those groups were decoded from disk (the others were in the parquet cache);
+    files looked up through their key index (``indexed``), whose rows found count in
+    ``rows`` (no row group is read for them)."""
 
     row_groups: int = 0
     rows: int = 0
     bytes: int = 0
     decoded: int = 0
+    indexed: int = 0
 
 
 @dataclass
@@ -41,6 +47,7 @@ class RowGroups:
     groups: list[tuple[parquet_cache.Footer, int]]
     rows: int = 0
     bytes: int = 0
+    indexed: list[KeyIndex] = field(default_factory=list)  # files held indexed by ``key``: looked up whole
 
 
 def select_row_groups(
@@ -85,6 +92,7 @@ def select_row_groups(
     file_parts = partition_values(snap.table, partition) if partition is not None else {}
     # For a file whose partition is not known.
     every = (sorted({v for w in wanted.values() for v in w[0]}), keep_nulls, any(w[2] for w in wanted.values()))
+    by_index = indexable(key_type)
     for path, size in zip(snap.files, snap.sizes):
         location = file_key(path)
         if partition is None:
@@ -96,6 +104,9 @@ def select_row_groups(
         else:
             wanted_sorted, nulls, nan = wanted[file_parts[location]]
         file = parquet_cache.footer(location, size)
+        if by_index and (held := parquet_cache.held_index(file, key, schema)) is not None:
+            chosen.indexed.append(held)
+            continue
         for group, stats in enumerate(file.stats(key)):
             if nan or not stats_exclude(stats, wanted_sorted, nulls):
                 _choose(chosen, file, group)
@@ -114,26 +125,41 @@ def read_row_groups(chosen: RowGroups, *, cost: ReadCost | None = None, keep: bo
     it is and cast to the table's schema (files written at different times may hold
     string_view or string). ``cost``, when given, is added what was looked at; ``keep``:
     whether decoded row groups stay in the cache."""
-    if cost is not None:
-        cost.row_groups += len(chosen.groups)
-        cost.rows += chosen.rows
-        cost.bytes += chosen.bytes
     by_file: dict[parquet_cache.Stamp, tuple[parquet_cache.Footer, list[int]]] = {}
     for file, group in chosen.groups:
         by_file.setdefault(file.stamp, (file, []))[1].append(group)
-    parts = [chosen.schema.empty_table()]
+    parts, indexed = [chosen.schema.empty_table()], list(chosen.indexed)
+    decoded = 0
     for file, groups in by_file.values():
-        tables, decoded = parquet_cache.row_groups(file, groups, chosen.schema, keep=keep)
+        if keep and chosen.key is not None and chosen.present is not None:
+            held, decoded_now = parquet_cache.whole_file(file, groups, chosen.schema, chosen.key)
+            decoded += decoded_now
+            if held is not None:
+                indexed.append(held)
+                continue
+        tables, decoded_now = parquet_cache.row_groups(file, groups, chosen.schema, keep=keep)
+        decoded += decoded_now
         parts.extend(tables)
         if cost is not None:
-            cost.decoded += decoded
+            cost.row_groups += len(groups)
+            cost.rows += sum(file.rows[g] for g in groups)
+            cost.bytes += sum(file.bytes[g] for g in groups)
     rows = pa.concat_tables(parts)
-    if chosen.present is None:
-        return rows
-    wanted = pc.is_in(normal_floats(rows.column(chosen.key)), value_set=chosen.present)
-    if chosen.keep_nulls:
-        wanted = pc.or_kleene(wanted, pc.is_null(rows.column(chosen.key)))
-    return rows.filter(wanted).combine_chunks()
+    if chosen.present is not None:
+        wanted = pc.is_in(normal_floats(rows.column(chosen.key)), value_set=chosen.present)
+        if chosen.keep_nulls:
+            wanted = pc.or_kleene(wanted, pc.is_null(rows.column(chosen.key)))
+        rows = rows.filter(wanted)
+    if indexed:
+        keys = wanted_keys(chosen.present) if chosen.present is not None else None
+        found = [held.lookup(keys, chosen.keep_nulls) for held in indexed]
+        rows = pa.concat_tables([rows, *found])
+        if cost is not None:
+            cost.indexed += len(indexed)
+            cost.rows += sum(f.num_rows for f in found)
+    if cost is not None:
+        cost.decoded += decoded
+    return rows.combine_chunks()
 
 
 def read_files_arrow(
