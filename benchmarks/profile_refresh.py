@@ -36,6 +36,7 @@ import tpch_refresh as bench  # noqa: E402
 from ivm_assets.delta import (  # noqa: E402
     change_files, commit, handles, log, maintenance, read, row_groups, snapshot, staging, write,
 )
+from ivm_assets.engine import execute  # noqa: E402
 from ivm_assets.spark.session import get_spark, stop_spark  # noqa: E402
 
 
@@ -103,6 +104,16 @@ def _list_statements(statements: list) -> None:
     LocalEpoch.sql, LocalEpoch.consolidate = timed_sql, timed_consolidate
 
 
+def _serial_commits() -> None:
+    """Make every epoch's commits in the calling thread (cProfile sees one thread only)."""
+    commit = execute._commit
+
+    def serial(*args, at_once: bool = False, **kwargs):
+        return commit(*args, **kwargs)
+
+    execute._commit = serial
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sf", type=float, default=0.1)
@@ -114,6 +125,10 @@ def main() -> None:
     parser.add_argument("--full", action="store_true", help="profile a (second, warm) full build instead of a batch")
     parser.add_argument("--sort", default="cumulative", choices=("cumulative", "tottime"), help="order of the profile's functions")
     parser.add_argument("--statements", action="store_true", help="list the in-process epoch's DuckDB statements, timed")
+    parser.add_argument(
+        "--serial-commits", action="store_true",
+        help="make an in-process epoch's commits one after the other, in this thread, so the profile sees inside them",
+    )
     args = parser.parse_args()
     views = args.views.split(",")
 
@@ -132,6 +147,8 @@ def main() -> None:
     statements: list[tuple[str, int, int, int, float]] = []
     if args.statements:
         _list_statements(statements)
+    if args.serial_commits:
+        _serial_commits()
     spark = get_spark()
     try:
         ctx, batches = bench.warmed(spark, args.sf, views, rf2=args.rf2, warm=args.warm)
