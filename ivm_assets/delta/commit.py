@@ -23,6 +23,7 @@ from ivm_assets.delta.handles import is_delta_table, keep_moved, latest_version,
 from ivm_assets.delta.log import history_between, transaction_version
 from ivm_assets.delta.properties import INTERNAL_TABLE
 from ivm_assets.errors import CommitConflictError
+from ivm_assets.spark.arrow import empty_table
 from ivm_assets.testing import faults
 
 
@@ -134,7 +135,7 @@ def commit_metadata(uri: str, metadata: dict[str, str], *, after: int | None, sc
             # writer moves the handle to the new version, so the next commit (this refresh's
             # last, or the next refresh's first) does not open the log again (~3 ms a commit).
             dt = writable(uri, at)
-            empty = pa.schema(dt.schema().to_arrow()).empty_table()
+            empty = empty_table(pa.schema(dt.schema().to_arrow()))
             write_deltalake(dt, empty, mode="append", commit_properties=properties)
             keep_moved(uri, dt, at)
         return True

@@ -13,7 +13,7 @@ from deltalake import DeltaTable
 from ivm_assets import uris
 from ivm_assets.delta import filesystems, storage, storage_errors
 from ivm_assets.delta.handles import open_table
-from ivm_assets.spark.arrow import normalize_table
+from ivm_assets.spark.arrow import normalize_schema
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,7 @@ def arrow_schema(uri: str, version: int | None = None) -> pa.Schema:
 
 
 def normalize_schema_of(dt: DeltaTable) -> pa.Schema:
-    return normalize_table(pa.schema(dt.schema().to_arrow()).empty_table()).schema
+    return normalize_schema(pa.schema(dt.schema().to_arrow()))
 
 
 def file_count(uri: str, version: int | None = None) -> int:

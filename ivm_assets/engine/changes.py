@@ -33,7 +33,7 @@ from ivm_assets.errors import RebuildNeeded
 from ivm_assets.local.epoch import LOCAL_CHANGE_ROWS
 from ivm_assets.operators.base import Operator
 from ivm_assets.operators.linear import ScanOp
-from ivm_assets.spark.arrow import normalize_schema, normalize_table, spark_schema
+from ivm_assets.spark.arrow import empty_table, normalize_schema, normalize_table, spark_schema
 from ivm_assets.state import driver_rows
 from ivm_assets.operators.incrementalize import operators
 from ivm_assets.sql.plan import q
@@ -153,7 +153,7 @@ def read_range(name: str, uri: str, after: int, upto: int, *, columns: tuple[str
     if after == upto:
         schema = arrow_schema(uri, upto)
         kept = [f for f in schema if columns is None or f.name in columns]
-        return normalize_schema(pa.schema([*kept, pa.field(WEIGHT, pa.int64())])).empty_table()
+        return empty_table(normalize_schema(pa.schema([*kept, pa.field(WEIGHT, pa.int64())])))
     try:
         table = read_changes(uri, after=after, upto=upto, columns=list(columns) if columns is not None else None)
     except (DeltaError, OSError, ValueError) as exc:

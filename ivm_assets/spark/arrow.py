@@ -44,6 +44,12 @@ def normalize_table(table: pa.Table) -> pa.Table:
     return table if target == table.schema else table.cast(target)
 
 
+def empty_table(schema: pa.Schema) -> pa.Table:
+    """No rows of ``schema`` (one empty chunk per column, as ``schema.empty_table()`` makes
+    them, which takes pyarrow 26 over a millisecond: a state read made one each time)."""
+    return pa.table([pa.array([], f.type) for f in schema], schema=schema)
+
+
 _one_partition: ContextVar[bool] = ContextVar("ivm_one_partition", default=False)
 
 
