@@ -49,12 +49,9 @@ class KeyIndex:
         another schema (see :func:`~ivm_assets.delta.parquet_cache.conformed`)."""
         return KeyIndex(rows, self.key, self.keys, self.at, self.nulls)
 
-    def lookup(self, wanted: np.ndarray | None, keep_nulls: bool) -> pa.Table:
+    def lookup(self, wanted: np.ndarray, keep_nulls: bool) -> pa.Table:
         """The rows whose key is in ``wanted`` (int64, ascending, distinct), and those whose
-        key is NULL with ``keep_nulls``, in the file's order; every row when ``wanted`` is
-        None."""
-        if wanted is None:
-            return self.rows
+        key is NULL with ``keep_nulls``, in the file's order."""
         low = np.searchsorted(self.keys, wanted, "left")
         counts = np.searchsorted(self.keys, wanted, "right") - low
         total = int(counts.sum())
@@ -89,8 +86,3 @@ def index(rows: pa.Table, key: str) -> KeyIndex | None:
         at = order if at is None else at[order]
     return KeyIndex(rows, key, values, at, nulls)
 
-
-def wanted_keys(present: pa.Array) -> np.ndarray:
-    """The non-NULL values of ``present`` (an :func:`indexable` type) as :meth:`KeyIndex.lookup`
-    takes them: int64, ascending, distinct."""
-    return np.unique(pc.drop_null(present).to_numpy().astype(np.int64, copy=False))

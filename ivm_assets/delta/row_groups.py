@@ -12,12 +12,14 @@ import bisect
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ivm_assets.delta import parquet_cache
-from ivm_assets.delta.key_index import KeyIndex, indexable, wanted_keys
+from ivm_assets.delta.key_index import KeyIndex, indexable
 from ivm_assets.delta.snapshot import SnapshotFiles, file_key, normalize_schema_of, partition_values
+from ivm_assets.spark.arrow import empty_table
 from ivm_assets.zset import normal_floats
 
 
@@ -47,7 +49,10 @@ class RowGroups:
     groups: list[tuple[parquet_cache.Footer, int]]
     rows: int = 0
     bytes: int = 0
-    indexed: list[KeyIndex] = field(default_factory=list)  # files held indexed by ``key``: looked up whole
+    # Files held indexed by ``key``, each with the keys wanted in it (int64, ascending) and
+    # whether its NULL keys are; and those keys for each file whose groups were chosen.
+    indexed: list[tuple[KeyIndex, np.ndarray, bool]] = field(default_factory=list)
+    wanted_in: dict[parquet_cache.Stamp, tuple[np.ndarray, bool]] = field(default_factory=dict)
 
 
 def select_row_groups(
@@ -77,36 +82,40 @@ def select_row_groups(
         return chosen
     by_part = dict(values) if partition is not None else {None: values}
     key_type = schema.field(key).type
+    by_index = indexable(key_type)
     # Per partition: the wanted values sorted (NaN left out: it does not order, and parquet's
-    # statistics need not cover it), whether NULL keys are wanted, whether NaN is.
-    wanted: dict[str | None, tuple[list, bool, bool]] = {}
+    # statistics need not cover it), whether NULL keys are wanted, whether NaN is, and for a
+    # key index the sorted values as int64.
+    wanted: dict[str | None, tuple[list, bool, bool, np.ndarray | None]] = {}
     present: list = []
     for part, vals in by_part.items():
         vals = normal_floats(pc.unique(pa.array(pc.drop_null(vals).to_pylist(), key_type)))
         nan = pa.types.is_floating(key_type) and pc.any(pc.is_nan(vals)).as_py()
         ordered = (pc.filter(vals, pc.invert(pc.is_nan(vals))) if nan else vals).sort().to_pylist()
-        wanted[part] = (ordered, by_part[part].null_count > 0, bool(nan))
+        wanted[part] = (ordered, by_part[part].null_count > 0, bool(nan), np.array(ordered, np.int64) if by_index else None)
         present.extend(vals.to_pylist())
-    keep_nulls = any(nulls for _, nulls, _ in wanted.values())
+    keep_nulls = any(w[1] for w in wanted.values())
     chosen = RowGroups(schema, key, pc.unique(pa.array(present, key_type)), keep_nulls, [])
     file_parts = partition_values(snap.table, partition) if partition is not None else {}
     # For a file whose partition is not known.
-    every = (sorted({v for w in wanted.values() for v in w[0]}), keep_nulls, any(w[2] for w in wanted.values()))
-    by_index = indexable(key_type)
+    every_sorted = sorted({v for w in wanted.values() for v in w[0]})
+    every = (every_sorted, keep_nulls, any(w[2] for w in wanted.values()), np.array(every_sorted, np.int64) if by_index else None)
     for path, size in zip(snap.files, snap.sizes):
         location = file_key(path)
         if partition is None:
-            wanted_sorted, nulls, nan = wanted[None]
+            wanted_sorted, nulls, nan, keys = wanted[None]
         elif location not in file_parts:
-            wanted_sorted, nulls, nan = every
+            wanted_sorted, nulls, nan, keys = every
         elif file_parts[location] not in wanted:
             continue  # a partition none of the keys belongs to
         else:
-            wanted_sorted, nulls, nan = wanted[file_parts[location]]
+            wanted_sorted, nulls, nan, keys = wanted[file_parts[location]]
         file = parquet_cache.footer(location, size)
-        if by_index and (held := parquet_cache.held_index(file, key, schema)) is not None:
-            chosen.indexed.append(held)
-            continue
+        if keys is not None:
+            if (held := parquet_cache.held_index(file, key, schema)) is not None:
+                chosen.indexed.append((held, keys, nulls))
+                continue
+            chosen.wanted_in[file.stamp] = (keys, nulls)
         for group, stats in enumerate(file.stats(key)):
             if nan or not stats_exclude(stats, wanted_sorted, nulls):
                 _choose(chosen, file, group)
@@ -128,14 +137,14 @@ def read_row_groups(chosen: RowGroups, *, cost: ReadCost | None = None, keep: bo
     by_file: dict[parquet_cache.Stamp, tuple[parquet_cache.Footer, list[int]]] = {}
     for file, group in chosen.groups:
         by_file.setdefault(file.stamp, (file, []))[1].append(group)
-    parts, indexed = [chosen.schema.empty_table()], list(chosen.indexed)
+    parts, indexed = [empty_table(chosen.schema)], list(chosen.indexed)
     decoded = 0
     for file, groups in by_file.values():
-        if keep and chosen.key is not None and chosen.present is not None:
+        if keep and file.stamp in chosen.wanted_in:
             held, decoded_now = parquet_cache.whole_file(file, groups, chosen.schema, chosen.key)
             decoded += decoded_now
             if held is not None:
-                indexed.append(held)
+                indexed.append((held, *chosen.wanted_in[file.stamp]))
                 continue
         tables, decoded_now = parquet_cache.row_groups(file, groups, chosen.schema, keep=keep)
         decoded += decoded_now
@@ -151,8 +160,7 @@ def read_row_groups(chosen: RowGroups, *, cost: ReadCost | None = None, keep: bo
             wanted = pc.or_kleene(wanted, pc.is_null(rows.column(chosen.key)))
         rows = rows.filter(wanted)
     if indexed:
-        keys = wanted_keys(chosen.present) if chosen.present is not None else None
-        found = [held.lookup(keys, chosen.keep_nulls) for held in indexed]
+        found = [held.lookup(keys, nulls) for held, keys, nulls in indexed]
         rows = pa.concat_tables([rows, *found])
         if cost is not None:
             cost.indexed += len(indexed)

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, Window
@@ -86,9 +87,15 @@ def _driver_readable(snap: SnapshotFiles) -> bool:
 def _by_bucket(touched: pa.Table, key: str) -> dict[str, pa.Array]:
     """The distinct values of ``key`` in ``touched``, per bucket (as text, the way Delta
     records partition values)."""
-    pairs = touched.select([key, BUCKET]).group_by([BUCKET, key]).aggregate([])
-    buckets = pairs.column(BUCKET)
-    return {str(b): pairs.column(key).filter(pc.equal(buckets, b)).combine_chunks() for b in pc.unique(buckets).to_pylist()}
+    pairs = touched.select([key, BUCKET]).group_by([BUCKET, key]).aggregate([]).sort_by(BUCKET)
+    if pairs.num_rows == 0:
+        return {}
+    # One slice per run of a bucket (a filter per bucket cost ~1 ms a read over 16 buckets).
+    buckets = pairs.column(BUCKET).to_numpy()
+    starts = [0, *(np.flatnonzero(buckets[1:] != buckets[:-1]) + 1).tolist()]
+    ends = [*starts[1:], len(buckets)]
+    values = pairs.column(key).combine_chunks()
+    return {str(buckets[a]): values.slice(a, b - a) for a, b in zip(starts, ends)}
 
 
 class Staged(Batch):
