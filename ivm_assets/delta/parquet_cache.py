@@ -11,7 +11,7 @@ file exists, and what was decoded from it once is still right later (compaction 
 overwrites write new files; their old files are simply no longer asked for, and age out).
 The name costs no request: no ``stat``, no HEAD. A file deleted behind Delta's back after it
 was cached is noticed when it is next read from storage (the rows served meanwhile are the
-ones the log names). Two caches, both by that name:
+ones the log names). Held by that name:
 
 - footers (row counts, compressed sizes and key statistics of each row group), so choosing
   the row groups of a lookup reads no file;
@@ -19,11 +19,12 @@ ones the log names). Two caches, both by that name:
   the memory the process may use, :func:`ivm_assets.settings.usable_memory`; ``0`` turns
   the cache off), least recently used first out;
 - under the same budget, whole files indexed by an integer key
-  (:mod:`~ivm_assets.delta.key_index`): a file looked up by that key a second time, or
-  wanted at least half (counting the groups held already), is decoded whole and held
-  indexed instead of by group (:func:`whole_file`), as are the files a commit of this
-  process wrote (:func:`remember`). A lookup in a fresh process still decodes only the
-  groups its keys touch; scattered keys in a long-lived one stop paying per row group.
+  (:mod:`~ivm_assets.delta.key_index`): a file looked up by that key a second time by
+  scattered keys, or wanted at least half (counting the groups held already), is decoded
+  whole and held indexed instead of by group (:func:`whole_file`), as are the files a
+  commit of this process wrote (:func:`remember`). A lookup in a fresh process still
+  decodes only the groups its keys touch; scattered keys in a long-lived one stop paying
+  per row group.
 
 A process that refreshes once (a Dagster run in a process of its own) gains nothing and pays
 nothing but the budget it fills; long-lived processes (``ivm serve``-style loops, the
@@ -189,10 +190,13 @@ def whole_file(file: Footer, groups: list[int], schema: pa.Schema, key: str) -> 
     groups were decoded now, when a lookup wants ``groups`` of it: held already, or made now
     if the groups held or wanted are at least half the file's (decoding the rest at most
     doubles what this lookup decodes), or if the file was looked up before in this process
-    (it is long-lived: its next lookups are worth a whole decode now) and its rows fit in
-    what the budget has left (decoding whole files only for them to be pushed out before
-    their next lookup would cost more than it saves). (None, 0) otherwise, when nothing may
-    be held, or when the file's rows would take more than a quarter of the budget."""
+    (it is long-lived: its next lookups will want it too), at least a sixteenth of its
+    groups are held or wanted (scattered keys, which a lookup by group pays for group by
+    group; a contiguous range touches a group or two a lookup and is not worth a whole
+    decode) and its rows fit in what the budget has left (decoding whole files only for them to be
+    pushed out before their next lookup would cost more than it saves). (None, 0)
+    otherwise, when nothing may be held, or when the file's rows would take more than a
+    quarter of the budget."""
     found = held_index(file, key, schema)
     if found is not None:
         return found, 0
@@ -203,8 +207,9 @@ def whole_file(file: Footer, groups: list[int], schema: pa.Schema, key: str) -> 
     count = len(file.rows)
     with _lock:
         held = {g for g in range(count) if (file.stamp, g) in _groups}
-    again = file.lookups > 1 and _held_bytes + file.decoded_bytes <= budget
-    if not again and 2 * len(held | set(groups)) < count:
+    touched = len(held | set(groups))
+    again = file.lookups > 1 and 16 * touched >= count and _held_bytes + file.decoded_bytes <= budget
+    if not again and 2 * touched < count:
         return None, 0
     tables, decoded = row_groups(file, list(range(count)), schema, keep=False)
     made = index(pa.concat_tables(tables), key)

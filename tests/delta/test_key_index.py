@@ -50,10 +50,10 @@ def test_keys_of_other_types_are_not_indexed():
         assert index(pa.table({"k": values}), "k") is None
 
 
-def _state(tmp_path, keys: list, *, buckets: int = 2, group_rows: int = 50) -> str:
+def _state(tmp_path, keys: list, *, buckets: int = 2, group_rows: int = 50, name: str = "state") -> str:
     """A table of ``keys`` (and ``at``, each row's position) in ``buckets`` partitions, each
     file sorted by key in groups of ``group_rows``."""
-    uri = str(tmp_path / "state")
+    uri = str(tmp_path / name)
     rows = pa.table({
         "k": pa.array(keys, pa.int64()), "at": pa.array(range(len(keys)), pa.int64()),
         "__bucket": pa.array([(k or 0) % buckets for k in keys], pa.int32()),
@@ -101,12 +101,19 @@ def test_a_few_keys_read_their_row_groups_and_index_nothing(tmp_path):
     assert not any(isinstance(k[1], str) for k in parquet_cache._groups)  # the first lookup of each file
 
 
-def test_a_file_looked_up_again_is_indexed_whatever_its_keys_touch(tmp_path):
+def test_a_file_looked_up_again_by_scattered_keys_is_indexed_and_by_a_few_is_not(tmp_path):
     rng = random.Random(8)
-    uri = _state(tmp_path, [rng.randrange(10_000) for _ in range(4000)])
-    first, cost = _lookup(uri, [17, 4242])
-    assert cost.indexed == 0
-    again, cost = _lookup(uri, [17, 4242])  # a long-lived process: both files indexed now
+    uri = _state(tmp_path, [rng.randrange(10_000) for _ in range(4000)])  # 40 groups a file
+    for _ in range(3):  # a contiguous range touches a group or two: never worth a whole decode
+        few, cost = _lookup(uri, [4242, 4243])
+        assert cost.indexed == 0 and cost.row_groups <= 2
+    scattered = list(range(0, 10_000, 625))  # 8 keys a file: a fifth of its groups
+    found, cost = _lookup(uri, scattered)  # files looked up before: a long-lived process
+    assert cost.indexed == 2 and cost.row_groups == 0
+    fresh = _state(tmp_path, [rng.randrange(10_000) for _ in range(4000)], name="fresh")
+    first, cost = _lookup(fresh, scattered)  # a first lookup reads the groups it touches
+    assert cost.indexed == 0 and cost.row_groups >= 12
+    again, cost = _lookup(fresh, scattered)
     assert again == first and cost.indexed == 2 and cost.row_groups == 0
 
 
