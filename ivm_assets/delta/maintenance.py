@@ -16,19 +16,25 @@ from ivm_assets.delta import filesystems, storage, storage_errors
 from ivm_assets.delta.commit import COMPACTION, fenced_commit
 from ivm_assets.delta.handles import is_delta_table, open_table
 from ivm_assets.delta.staging import commit_files, stage_files
-from ivm_assets.delta.write import write_at
+from ivm_assets.delta.write import cache_written, write_at
 from ivm_assets.errors import CommitConflictError
 
 
 def rewrite(
-    uri: str, table: pa.Table, *, after: int, partition_by: list[str], row_group_rows: int, metadata: dict[str, str] | None = None
+    uri: str, table: pa.Table, *, after: int, partition_by: list[str], row_group_rows: int, metadata: dict[str, str] | None = None,
+    cache_key: str | None = None,
 ) -> bool:
     """Replace the table's content by ``table`` (same logical content, fewer files), right
     after version ``after``, with ``metadata`` in the commit info. Returns False, committing
-    nothing, when the table moved."""
+    nothing, when the table moved. With ``cache_key`` (the column ``table`` is sorted by in
+    each partition), the new files are held from ``table`` in the parquet cache, as an
+    append's are: lookups after a compaction then decode nothing (held indexed, a long-lived
+    process's scattered lookups would otherwise decode the new files whole again)."""
 
     def write(at: int | None, properties: CommitProperties) -> None:
         write_at(uri, table, at, mode="overwrite", properties=properties, partition_by=partition_by, row_group_rows=row_group_rows)
+        if cache_key is not None and at is not None:
+            cache_written(uri, at + 1, table, partition_by, cache_key)
 
     return _compaction_commit(uri, after, write, metadata)
 

@@ -62,13 +62,13 @@ def write_epoch(
             change_feed=change_feed, row_group_rows=row_group_rows,
         )
         if cache_key is not None and at is not None:
-            _cache_written(uri, at + 1, table, partition_by or [], cache_key)
+            cache_written(uri, at + 1, table, partition_by or [], cache_key)
         return True
 
     return commit_epoch(uri, epoch, after, attempt)
 
 
-def _cache_written(uri: str, version: int, table: pa.Table, partition_by: list[str], key: str) -> None:
+def cache_written(uri: str, version: int, table: pa.Table, partition_by: list[str], key: str) -> None:
     """Hand the files commit ``version`` added to the parquet cache with the rows they were
     written from: ``table``'s rows of each file's partition, in order (a partition written
     as more than one file is left out, as is anything the cache's checks refuse)."""

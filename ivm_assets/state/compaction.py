@@ -55,7 +55,10 @@ def compact_from(table: StateTable, spark, root: str, version: int, layout: Stat
     metadata = {LAYOUT_KEY: layout.to_json()}
     compacted = _compacted_on_driver(table, uri, version)
     if compacted is not None:
-        return rewrite(uri, compacted, after=version, partition_by=[BUCKET], row_group_rows=ROW_GROUP_ROWS, metadata=metadata)
+        return rewrite(
+            uri, compacted, after=version, partition_by=[BUCKET], row_group_rows=ROW_GROUP_ROWS, metadata=metadata,
+            cache_key=table.keys[0] if table.keys else None,
+        )
     rows = table.current_rows(read_snapshot(spark, uri, version=version).drop(BUCKET))
     if table.alive_column:
         rows = rows.filter(col(table.alive_column) > 0)

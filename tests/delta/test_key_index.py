@@ -139,3 +139,18 @@ def test_a_file_half_held_already_is_indexed_by_the_next_lookup(tmp_path):
     assert made.lookup(np.array([5, 555, 999]), False).column("k").to_pylist() == [5, 555, 999]
     assert not any(isinstance(g, int) for _, g in parquet_cache._groups)  # held once, as the index
     assert parquet_cache.held_bytes() == made.nbytes
+
+
+def test_a_compaction_on_the_driver_leaves_its_files_held_indexed(tmp_path):
+    from ivm_assets.delta.maintenance import rewrite
+
+    rng = random.Random(9)
+    uri = _state(tmp_path, [rng.randrange(10_000) for _ in range(4000)])
+    compacted = pa.table({
+        "k": pa.array(range(0, 8000, 2), pa.int64()), "at": pa.array(range(4000), pa.int64()),
+        "__bucket": pa.array([k % 2 for k in range(0, 8000, 2)], pa.int32()),
+    }).sort_by([("__bucket", "ascending"), ("k", "ascending")])
+    assert rewrite(uri, compacted, after=0, partition_by=["__bucket"], row_group_rows=50, cache_key="k")
+    found, cost = _lookup(uri, [10, 4000, 7998])
+    assert [k for _, k in found] == [10, 4000, 7998]
+    assert cost.decoded == 0 and cost.indexed == 1  # every key in bucket 0: one file looked up
