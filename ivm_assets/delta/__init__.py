@@ -25,5 +25,6 @@ commit a refresh makes is tagged with its epoch and fenced (:mod:`~ivm_assets.de
   :mod:`~ivm_assets.delta.executor_io`: Spark's executors reading and writing a table's
   parquet files with pyarrow
 - :mod:`~ivm_assets.delta.change_files`, :mod:`~ivm_assets.delta.parquet_cache`: large change
-  ranges' files, decoded state files kept between refreshes
+  ranges' files, decoded state files kept between refreshes;
+  :mod:`~ivm_assets.delta.key_index`: a state file's rows indexed by their integer key
 """

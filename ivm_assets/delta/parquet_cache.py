@@ -193,10 +193,10 @@ def whole_file(file: Footer, groups: list[int], schema: pa.Schema, key: str) -> 
     (it is long-lived: its next lookups will want it too), at least a sixteenth of its
     groups are held or wanted (scattered keys, which a lookup by group pays for group by
     group; a contiguous range touches a group or two a lookup and is not worth a whole
-    decode) and its rows fit in what the budget has left (decoding whole files only for them to be
-    pushed out before their next lookup would cost more than it saves). (None, 0)
-    otherwise, when nothing may be held, or when the file's rows would take more than a
-    quarter of the budget."""
+    decode) and its rows fit in what the budget has left (decoding whole files only for
+    them to be pushed out before their next lookup would cost more than it saves).
+    (None, 0) otherwise, when nothing may be held, or when the file's rows would take more
+    than a quarter of the budget."""
     found = held_index(file, key, schema)
     if found is not None:
         return found, 0
