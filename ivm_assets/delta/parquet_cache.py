@@ -190,7 +190,8 @@ def whole_file(file: Footer, groups: list[int], schema: pa.Schema, key: str) -> 
     groups were decoded now, when a lookup wants ``groups`` of it: held already, or made now
     if the groups held or wanted are at least half the file's (decoding the rest at most
     doubles what this lookup decodes), or if the file was looked up before in this process
-    (it is long-lived: its next lookups will want it too), at least a sixteenth of its
+    (by an earlier refresh, as an epoch reads each state table once: the process is
+    long-lived, and its next lookups will want the file too), at least a sixteenth of its
     groups are held or wanted (scattered keys, which a lookup by group pays for group by
     group; a contiguous range touches a group or two a lookup and is not worth a whole
     decode) and its rows fit in what the budget has left (decoding whole files only for
