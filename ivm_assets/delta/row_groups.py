@@ -40,14 +40,14 @@ class ReadCost:
 @dataclass
 class RowGroups:
     """The row groups a driver read will decode (chosen by :func:`select_row_groups`), and
-    their rows and compressed bytes, known from the footers before anything is decoded."""
+    their compressed bytes, known from the footers before anything is decoded (what the
+    read costs is counted as it is made: :class:`ReadCost`)."""
 
     schema: pa.Schema  # the table's columns, partition columns left out
     key: str | None
     present: pa.Array | None  # the wanted non-NULL key values (None: every row)
     keep_nulls: bool
     groups: list[tuple[parquet_cache.Footer, int]]
-    rows: int = 0
     bytes: int = 0
     # Files held indexed by ``key``, each with the keys wanted in it (int64, ascending) and
     # whether its NULL keys are; and those keys for each file whose groups were chosen.
@@ -124,7 +124,6 @@ def select_row_groups(
 
 def _choose(chosen: RowGroups, file: parquet_cache.Footer, group: int) -> None:
     chosen.groups.append((file, group))
-    chosen.rows += file.rows[group]
     chosen.bytes += file.bytes[group]
 
 
