@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import Literal
 from urllib.parse import unquote
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import CommitProperties, WriterProperties, write_deltalake
@@ -21,6 +20,7 @@ from ivm_assets.delta.log import commit_actions
 from ivm_assets.delta.properties import CDF_ON, new_table_configuration
 from ivm_assets.delta.staging import all_nullable, commit_staged, stage_files
 from ivm_assets.spark.arrow import to_arrow
+from ivm_assets.zset import value_runs
 
 
 def write(uri: str, data: DataFrame | pa.Table, *, mode: Literal["append", "overwrite"]) -> None:
@@ -80,7 +80,7 @@ def cache_written(uri: str, version: int, table: pa.Table, partition_by: list[st
         values = add.get("partitionValues") or {}
         file = (f"{root}/{unquote(add['path'])}", int(add["size"]))
         by_value.setdefault(values.get(partition_by[0]) if partition_by else None, []).append(file)
-    runs = _runs(table.column(partition_by[0])) if partition_by else {}
+    runs = value_runs(table.column(partition_by[0])) if partition_by else {}
     as_text = None
     for value, files in by_value.items():
         if len(files) != 1:
@@ -94,20 +94,6 @@ def cache_written(uri: str, version: int, table: pa.Table, partition_by: list[st
             wanted = pc.is_null(as_text) if value is None else pc.equal(as_text, value)
             rows = table.filter(wanted).drop_columns(partition_by)
         parquet_cache.remember(parquet_cache.footer(*files[0]), rows, key)
-
-
-def _runs(column: pa.ChunkedArray) -> dict[str, tuple[int, int]]:
-    """Where each value of an integer partition column lies in the rows (as Delta records
-    it, text → (offset, length)), when every value lies in one run (the rows of a state
-    append are sorted by bucket); else, or for other columns, nothing (the caller filters).
-    A slice per partition costs nothing, where a filter per partition cost ~0.1 ms each."""
-    if not pa.types.is_integer(column.type) or column.null_count or len(column) == 0:
-        return {}
-    values = column.to_numpy()
-    starts = [0, *(np.flatnonzero(values[1:] != values[:-1]) + 1).tolist()]
-    ends = [*starts[1:], len(values)]
-    found = {str(int(values[s])): (s, e - s) for s, e in zip(starts, ends)}
-    return found if len(found) == len(starts) else {}
 
 
 def apply_bag_change(uri: str, change: pa.Table, *, columns: list[str], epoch: Epoch, after: int) -> bool:

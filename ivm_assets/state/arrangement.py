@@ -21,7 +21,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, Window
@@ -41,7 +40,7 @@ from ivm_assets.spark.arrow import to_arrow, to_spark
 from ivm_assets.spark.batches import Batch, col, materialize, null_safe_match
 from ivm_assets.state import consolidate, driver_rows
 from ivm_assets.state.layout import FORMAT, LAYOUT_KEY, StateLayout, hash_names, hash_type
-from ivm_assets.zset import BUCKET, EPOCH, WEIGHT
+from ivm_assets.zset import BUCKET, EPOCH, WEIGHT, value_runs
 
 # Past this size a state read is joined by broadcasting the (small) change to it instead of
 # shuffling it: a broadcast costs one extra Spark job, a shuffle of a large read costs more.
@@ -88,14 +87,10 @@ def _by_bucket(touched: pa.Table, key: str) -> dict[str, pa.Array]:
     """The distinct values of ``key`` in ``touched``, per bucket (as text, the way Delta
     records partition values)."""
     pairs = touched.select([key, BUCKET]).group_by([BUCKET, key]).aggregate([]).sort_by(BUCKET)
-    if pairs.num_rows == 0:
-        return {}
-    # One slice per run of a bucket (a filter per bucket cost ~1 ms a read over 16 buckets).
-    buckets = pairs.column(BUCKET).to_numpy()
-    starts = [0, *(np.flatnonzero(buckets[1:] != buckets[:-1]) + 1).tolist()]
-    ends = [*starts[1:], len(buckets)]
+    runs = value_runs(pairs.column(BUCKET))  # sorted, and a bucket is never NULL: one run each
+    assert runs or pairs.num_rows == 0
     values = pairs.column(key).combine_chunks()
-    return {str(buckets[a]): values.slice(a, b - a) for a, b in zip(starts, ends)}
+    return {bucket: values.slice(offset, length) for bucket, (offset, length) in runs.items()}
 
 
 class Staged(Batch):

@@ -97,7 +97,7 @@ def test_statistics_of_a_missing_column_choose_every_group(tmp_path):
 @pytest.mark.parametrize("by_bucket", [True, False], ids=["sorted_by_bucket", "buckets_interleaved"])
 def test_files_a_commit_wrote_are_held_from_the_rows_written_and_read_back_the_same(tmp_path, by_bucket):
     """A state append's rows are sorted by bucket, and each file's rows are a slice of them
-    (``write._runs``); rows in any other order are split by a filter per bucket."""
+    (``zset.value_runs``); rows in any other order are split by a filter per bucket."""
     from ivm_assets.delta.row_groups import ReadCost, read_row_groups, select_row_groups
     from ivm_assets.delta.snapshot import snapshot_files
     from ivm_assets.delta.write import write_epoch
