@@ -46,6 +46,16 @@ class Fused:
 class DriverBinding(FromContext):
     """An epoch in process, as an operator's binding sees it."""
 
+    def source(self, relation: str) -> pa.Table:
+        return self.changes[relation]
+
+    def held(self, op: Operator) -> bool:
+        return op.id in self._done
+
+    def unions_alike(self, changes: tuple[pa.Table, ...]) -> None:
+        if len({tuple(c.schema.types) for c in changes}) > 1:
+            raise Untranslatable("UNION ALL of inputs typed differently (Spark widens them)")
+
     def aggregated(self, op: Operator, *, fused: bool) -> pa.Table | Fused:
         raw = self.change(op)
         if self.ctx.full:

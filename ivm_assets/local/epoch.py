@@ -10,11 +10,9 @@ output change go to delta-rs as they do from Spark. Same state tables, same buck
 (:mod:`~ivm_assets.local.spark_hash`), same commits: an epoch may run here or in Spark, and
 the next one again either way.
 
-Every stateful operator (aggregates, DISTINCT, windows, INTERSECT/EXCEPT, top-k, every join
-and NOT IN) binds its rule once for both engines (:mod:`ivm_assets.operators.binding`; this
-engine's side is :mod:`~ivm_assets.local.binding`). This module binds the linear operators
-(scan, filter, project, union all), fused into as few statements as their rules allow, and
-holds the state helpers.
+Every operator binds its rule once for both engines (:mod:`ivm_assets.operators.binding`;
+this engine's side is :mod:`~ivm_assets.local.binding`). This module runs them, from the
+view's root down, each operator's change computed once, and holds the state helpers.
 
 An epoch runs here only if every expression translates
 (:mod:`~ivm_assets.local.expressions`) and every key, order and sum is of a type both
@@ -42,10 +40,7 @@ from ivm_assets.local.expressions import register_functions
 from ivm_assets.local.spark_hash import as_double, buckets as spark_buckets
 from ivm_assets.local.untranslatable import Untranslatable
 from ivm_assets.operators.base import Operator
-from ivm_assets.operators.binding import BoundOperator
 from ivm_assets.operators.incrementalize import operators
-from ivm_assets.operators.linear import FilterOp, ProjectOp, ScanOp, UnionAllOp
-from ivm_assets.rules import rel
 from ivm_assets.spark.arrow import normalize_table, spark_type
 from ivm_assets.spark.batches import Batch
 from ivm_assets.state import consolidate
@@ -152,9 +147,7 @@ class LocalEpoch(DriverBinding):
     def change(self, op: Operator) -> pa.Table:
         """``op``'s change set this epoch (computed once per operator)."""
         if op.id not in self._done:
-            # An operator bound once for both engines runs its own binding here; the others
-            # are bound by a visit of this engine's.
-            change = normalize_table(op.epoch(self) if isinstance(op, BoundOperator) else getattr(self, f"visit_{type(op).__name__}")(op))
+            change = normalize_table(op.epoch(self))
             if change.num_rows > self.max_rows:
                 # A join that multiplies its rows (in a build, a self-join of many rows):
                 # Spark spreads such a change over its executors.
@@ -189,38 +182,6 @@ class LocalEpoch(DriverBinding):
             return table
         ordered = self.sql(f"SELECT * FROM t ORDER BY {', '.join(q(k) for k in keys)}", t=table)
         return ordered.cast(table.schema)
-
-    # --- linear operators: the rules of :mod:`ivm_assets.rules.linear` ---------------------
-    def visit_ScanOp(self, op: ScanOp) -> pa.Table:
-        return self._computed(*self._linear(op))
-
-    def visit_FilterOp(self, op: FilterOp) -> pa.Table:
-        return self._computed(*self._linear(op))
-
-    def visit_ProjectOp(self, op: ProjectOp) -> pa.Table:
-        return self._computed(*self._linear(op))
-
-    def _linear(self, op: ScanOp | FilterOp | ProjectOp) -> tuple[rel.Rel, dict[str, pa.Table]]:
-        """``op``'s rule and the table it reads. A scan or filter below it that has not been
-        computed yet is not computed on its own: its rule is bound into ``op``'s, and the
-        chain is one query (a statement costs ~1 ms whatever its rows). Only those two and
-        projections that prune or rename are inlined: their columns pass through with their
-        types, so ``op``'s own expressions are translated over the same types as if its
-        input had been computed first."""
-        if isinstance(op, ScanOp):
-            return op.rule, {"change": self.changes[op.relation]}
-        child = op.input
-        inlined = isinstance(child, (ScanOp, FilterOp)) or isinstance(child, ProjectOp) and child.passes_through
-        if inlined and child.id not in self._done:
-            inner, tables = self._linear(child)
-            return rel.bound(op.rule, "change", inner), tables
-        return op.rule, {"change": self.change(child)}
-
-    def visit_UnionAllOp(self, op: UnionAllOp) -> pa.Table:
-        parts = {f"change{n}": self.change(i) for n, i in enumerate(op.inputs)}
-        if len({tuple(p.schema.types) for p in parts.values()}) > 1:
-            raise Untranslatable("UNION ALL of inputs typed differently (Spark widens them)")
-        return self._computed(op.rule, parts)
 
     def _lookup(self, table: StateTable, touched: pa.Table, keys: tuple[str, ...]) -> pa.Table | None:
         """The current rows of ``table`` whose keys equal a key of ``touched`` (None: no state)."""

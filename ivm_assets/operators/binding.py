@@ -53,6 +53,20 @@ class EpochBinding(Protocol):
     def unchanged(self, op: Operator) -> bool:
         """Whether ``op``'s change is known empty before anything runs (:meth:`Operator.unchanged`)."""
 
+    def source(self, relation: str) -> Change:
+        """The change set of the source (or upstream view) ``relation`` this epoch."""
+
+    def change(self, op: Operator) -> Change:
+        """``op``'s change this epoch, as it is (not consolidated)."""
+
+    def held(self, op: Operator) -> bool:
+        """Whether ``op``'s change is computed already, so that a rule reading it reads it
+        rather than computing ``op``'s rule again inside its own (:func:`~ivm_assets.operators.linear.fused`)."""
+
+    def unions_alike(self, changes: tuple[Change, ...]) -> None:
+        """Make sure the engine unions ``changes`` by position as Spark does; in process,
+        inputs typed differently (Spark widens them to a common type) send the epoch to Spark."""
+
     def aggregated(self, op: Operator, *, fused: bool) -> Change:
         """``op``'s change as an aggregate takes it: consolidated in an incremental epoch.
         ``fused``: only one rule reads it, and the engine may consolidate it in the same

@@ -44,6 +44,18 @@ class SparkBinding(FromContext):
         self.ctx = ctx
         self._hash_types: dict[str, list] = {}  # per state table: how its keys were hashed
 
+    def source(self, relation: str) -> DataFrame:
+        return self.ctx.changes[relation]
+
+    def change(self, op: Operator) -> DataFrame:
+        return op.step(self.ctx)
+
+    def held(self, op: Operator) -> bool:
+        return False  # DataFrames are plans: a chain bound into one rule is the same plan
+
+    def unions_alike(self, changes: tuple) -> None:
+        return None  # Spark widens them itself
+
     def aggregated(self, op: Operator, *, fused: bool) -> DataFrame:
         return input_change(self.ctx, op)
 
