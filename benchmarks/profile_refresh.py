@@ -27,6 +27,8 @@ import time
 import traceback
 from pathlib import Path
 
+import pyarrow.parquet as pq
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
@@ -79,13 +81,16 @@ def _count_py4j(calls: collections.Counter, seconds: collections.Counter) -> Non
     ClientServerConnection.send_command = counted
 
 
-def _list_statements(statements: list) -> None:
+def _list_statements(statements: list, dump: Path | None) -> None:
     """Wrap the in-process epoch's one statement path to time each statement (bind, run and
-    the tables' registration) and say which visit made it."""
+    the tables' registration) and say which operator's binding made it; with ``dump``, write
+    each statement's text and input tables there (``001.sql``, ``001.change.parquet``, …)."""
     from ivm_assets.local.epoch import LocalEpoch
 
     def site() -> str:
-        return " < ".join(f"{f.name}:{f.lineno}" for f in reversed(traceback.extract_stack()[:-2]) if f.name.startswith(("visit_", "_rendered", "_computed", "run")))
+        """The operators' bindings that led to the statement, innermost first (``aggregate.epoch:71``)."""
+        frames = reversed(traceback.extract_stack()[:-2])
+        return " < ".join(f"{Path(f.filename).stem}.{f.name}:{f.lineno}" for f in frames if "/operators/" in f.filename)
 
     sql, consolidate = LocalEpoch.sql, LocalEpoch.consolidate
 
@@ -93,6 +98,10 @@ def _list_statements(statements: list) -> None:
         start = time.perf_counter()
         out = sql(self, query, **tables)
         statements.append((site(), len(query), sum(t.num_rows for t in tables.values()), out.num_rows, time.perf_counter() - start))
+        if dump:
+            (dump / f"{len(statements):03d}.sql").write_text(query + "\n")
+            for name, table in tables.items():
+                pq.write_table(table, dump / f"{len(statements):03d}.{name}.parquet")
         return out
 
     def timed_consolidate(self, table, columns, *order):
@@ -125,6 +134,7 @@ def main() -> None:
     parser.add_argument("--full", action="store_true", help="profile a (second, warm) full build instead of a batch")
     parser.add_argument("--sort", default="cumulative", choices=("cumulative", "tottime"), help="order of the profile's functions")
     parser.add_argument("--statements", action="store_true", help="list the in-process epoch's DuckDB statements, timed")
+    parser.add_argument("--dump-sql", type=Path, help="with --statements: write each statement's text and input tables to this folder")
     parser.add_argument(
         "--serial-commits", action="store_true",
         help="make an in-process epoch's commits one after the other, in this thread, so the profile sees inside them",
@@ -146,7 +156,9 @@ def main() -> None:
     _count_py4j(py4j_calls, py4j_seconds)
     statements: list[tuple[str, int, int, int, float]] = []
     if args.statements:
-        _list_statements(statements)
+        if args.dump_sql:
+            args.dump_sql.mkdir(parents=True, exist_ok=True)
+        _list_statements(statements, args.dump_sql)
     if args.serial_commits:
         _serial_commits()
     spark = get_spark()

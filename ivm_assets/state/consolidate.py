@@ -33,6 +33,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ivm_assets import duckdb_names
+from ivm_assets.spark.arrow import empty_table
 from ivm_assets.sql.plan import q
 from ivm_assets.state import driver_rows
 from ivm_assets.zset import WEIGHT, normal_rows
@@ -115,11 +116,12 @@ def in_arrow(rows: pa.Table, columns: tuple[str, ...] | list[str]) -> pa.Table |
     [{'x': 0.0, '__w': 2}]
     """
     columns = tuple(columns)
+    if not rows.num_rows:
+        return empty_table(output_schema(rows.schema, columns))
     weights = rows.column(WEIGHT).cast(pa.int64())
-    if rows.num_rows:
-        low, high = (v.as_py() for v in pc.min_max(weights).values())
-        if max(-low, high) * rows.num_rows >= 2**63:
-            return None
+    low, high = (v.as_py() for v in pc.min_max(weights).values())
+    if max(-low, high) * rows.num_rows >= 2**63:
+        return None
     # Normal floats make the rule's equality bitwise equality, which Arrow's hashing is.
     normal = normal_rows(rows.select(list(columns))).append_column(pa.field(WEIGHT, pa.int64()), weights)
     codes = driver_rows.tuple_codes([(normal, columns)])

@@ -183,6 +183,37 @@ def test_a_statement_gives_its_rows_and_types_and_warns_of_nothing():
     assert out.to_pylist() == [{"k": k, "s": Decimal("75000.00")} for k in (1, 2, 3)]
 
 
+def test_a_statement_parsed_once_reads_the_tables_of_each_run():
+    """arrow_query parses a text once per process; each run binds the tables it is given, of
+    their own types, and a text of two statements still runs as text."""
+    con = duckdb.connect()
+    query = "SELECT sum(x) AS s FROM rows"
+    assert arrow_query(con, query, {"rows": pa.table({"x": [1, 2]})}).to_pylist() == [{"s": 3}]
+    wider = arrow_query(con, query, {"rows": pa.table({"x": pa.array([Decimal("0.5")], pa.decimal128(5, 1))})})
+    assert wider.to_pylist() == [{"s": Decimal("0.5")}] and pa.types.is_decimal(wider.schema.field("s").type)
+    assert arrow_query(duckdb.connect(), query, {"rows": pa.table({"x": [7]})}).to_pylist() == [{"s": 7}]
+    assert arrow_query(con, "SELECT 1 AS a; SELECT count(*) AS n FROM rows", {"rows": pa.table({"x": [1]})}).to_pylist() == [{"n": 1}]
+
+
+def test_a_statement_over_inputs_without_rows_is_remembered_by_its_inputs_types():
+    """LocalEpoch.sql remembers a statement's result over inputs without rows (an unchanged
+    source's scan): the same text over no rows of other types, or over rows, is run."""
+    from ivm_assets.epoch_context import EpochContext
+    from ivm_assets.local.epoch import LocalEpoch
+
+    ctx = EpochContext(spark=None, epoch=None, full=False, state_root="", buckets=1, changes={}, state_versions={})
+    epoch = LocalEpoch(ctx, {})
+    query = "SELECT x + 1 AS y FROM t"
+    ints = epoch.sql(query, t=pa.table({"x": pa.array([], pa.int32())}))
+    assert ints.num_rows == 0 and epoch.sql(query, t=pa.table({"x": pa.array([], pa.int32())})) is ints
+    decimals = epoch.sql(query, t=pa.table({"x": pa.array([], pa.decimal128(5, 2))}))
+    assert pa.types.is_decimal(decimals.schema.field("y").type)
+    assert epoch.sql(query, t=pa.table({"x": pa.array([4], pa.int32())})).to_pylist() == [{"y": 5}]
+    total = "SELECT count(*) AS n FROM t"
+    assert epoch.sql(total, t=pa.table({"x": pa.array([], pa.int32())})).to_pylist() == [{"n": 0}]
+    assert epoch.sql(total, t=pa.table({"x": pa.array([], pa.int32())})).to_pylist() == [{"n": 0}]
+
+
 def test_a_global_aggregate_built_over_no_rows_has_its_one_row(builder, engine):
     """A build of a global aggregate whose input is empty: one row (COUNT 0, the others NULL),
     in either engine; in process too, the one group reduced without keys (rules.aggregate)."""
