@@ -195,6 +195,33 @@ def test_a_statement_parsed_once_reads_the_tables_of_each_run():
     assert arrow_query(con, "SELECT 1 AS a; SELECT count(*) AS n FROM rows", {"rows": pa.table({"x": [1]})}).to_pylist() == [{"n": 1}]
 
 
+def test_a_statement_parsed_once_runs_on_several_connections_at_once():
+    """Refreshes in several threads share the parsed statements (one connection each): each
+    run reads its own thread's tables."""
+    import threading
+
+    query = "SELECT k, sum(v) AS s, count(*) AS n FROM (SELECT k, v FROM rows WHERE v > 0) GROUP BY k ORDER BY k"
+    wrong: list[int] = []
+
+    def refresh(i: int) -> None:
+        con = duckdb.connect(config={"threads": 1})
+        rows = pa.table({"k": [i] * 10 + [9] * 3, "v": list(range(i, i + 13))})
+        expected = [{"k": i, "s": sum(range(i, i + 10)), "n": 10}, {"k": 9, "s": sum(range(i + 10, i + 13)), "n": 3}]
+        for _ in range(100):
+            if arrow_query(con, query, {"rows": rows}).to_pylist() != expected:
+                wrong.append(i)
+                return
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # arrow_query's filter is the process's, shared by the threads
+        threads = [threading.Thread(target=refresh, args=(i,)) for i in range(1, 5)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert wrong == []
+
+
 def test_a_statement_over_inputs_without_rows_is_remembered_by_its_inputs_types():
     """LocalEpoch.sql remembers a statement's result over inputs without rows (an unchanged
     source's scan): the same text over no rows of other types, or over rows, is run."""
