@@ -111,10 +111,7 @@ class DriverBinding(FromContext):
             # of its own rule (the one rule, rel.Consolidate): a statement less per join
             # input that is a source's scan (1.5-3.5 ms each).
             node, inputs = fused(op, self)
-            change = self._computed(rel.Consolidate(node, columns), inputs)
-            if change.num_rows > self.max_rows:
-                raise Untranslatable(f"operator {op.id} ({type(op).__name__}) computed {change.num_rows} rows (in process up to {self.max_rows})")
-            return change
+            return self.bounded(op, self._computed(rel.Consolidate(node, columns), inputs))
         return self.consolidate(self.change(op), columns)
 
     def tagged(self, ops: tuple[Operator, ...], columns: tuple[str, ...], tag: str) -> pa.Table:

@@ -152,13 +152,16 @@ class LocalEpoch(DriverBinding):
     def change(self, op: Operator) -> pa.Table:
         """``op``'s change set this epoch (computed once per operator)."""
         if op.id not in self._done:
-            change = normalize_table(op.epoch(self))
-            if change.num_rows > self.max_rows:
-                # A join that multiplies its rows (in a build, a self-join of many rows):
-                # Spark spreads such a change over its executors.
-                raise Untranslatable(f"operator {op.id} ({type(op).__name__}) computed {change.num_rows} rows (in process up to {self.max_rows})")
-            self._done[op.id] = change
+            self._done[op.id] = self.bounded(op, normalize_table(op.epoch(self)))
         return self._done[op.id]
+
+    def bounded(self, op: Operator, change: pa.Table) -> pa.Table:
+        """``op``'s ``change``, unless it holds more rows than an epoch computes in process:
+        a join that multiplies its rows (in a build, a self-join of many rows) goes to
+        Spark, which spreads such a change over its executors."""
+        if change.num_rows > self.max_rows:
+            raise Untranslatable(f"operator {op.id} ({type(op).__name__}) computed {change.num_rows} rows (in process up to {self.max_rows})")
+        return change
 
     def sql(self, query: str, **tables: pa.Table) -> pa.Table:
         # Over inputs without rows, a statement's result is its text's, its inputs' types'
