@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 from ivm_assets.delta.commit import Epoch, commit_metadata
-from ivm_assets.delta.handles import is_delta_table, latest_version, reusing_handles
+from ivm_assets.delta.handles import _MOVES_KEPT, is_delta_table, latest_version, reusing_handles
 from ivm_assets.delta.io_counts import counting
 from ivm_assets.delta.log import head, operations_between, transaction_version
 from ivm_assets.delta.maintenance import clean_log, rewrite
@@ -114,6 +114,22 @@ def test_a_table_this_process_wrote_last_is_not_read_again_by_the_next_refresh(t
         assert io.log_reads == 1
         with pytest.raises(CommitConflictError):
             write_epoch(uri, ROWS, epoch=_epoch(4), after=2, mode="append")
+
+
+def test_a_handle_moved_on_by_many_commits_is_opened_again(tmp_path):
+    # Each commit through a kept handle moves it on in place, and delta-rs' handles grow
+    # slower with each move: past _MOVES_KEPT moves the next refresh opens the table again.
+    uri = str(tmp_path / "state")
+    write_epoch(uri, ROWS, epoch=_epoch(0), after=None, mode="overwrite")
+    reads = []
+    for n in range(1, 2 * _MOVES_KEPT + 2):
+        with reusing_handles(), counting() as io:
+            assert write_epoch(uri, ROWS, epoch=_epoch(n), after=n - 1, mode="append")
+            assert row_count(uri, n) == 2 * (n + 1)  # read through the handle the commit moved on
+        reads.append(io.log_reads)
+    # The _MOVES_KEPT-th commit's handle is not kept: reading the version it made opens the table again.
+    assert [n for n, count in enumerate(reads, start=1) if count] == [1, _MOVES_KEPT, 2 * _MOVES_KEPT]
+    assert sum(reads) == 3
 
 
 def test_refreshes_in_threads_of_one_process_count_their_own_delta_io(tmp_path):

@@ -16,7 +16,7 @@ import pytest
 from deltalake import write_deltalake
 
 from ivm_assets.delta import storage, storage_errors
-from ivm_assets.delta.handles import is_delta_table, latest_version, reusing_handles
+from ivm_assets.delta.handles import _MOVES_KEPT, is_delta_table, latest_version, open_table, reusing_handles
 from ivm_assets.delta.maintenance import clean_log
 from ivm_assets.delta.write import delete_rows, write
 from ivm_assets.errors import CommitConflictError, StorageError
@@ -283,6 +283,22 @@ def test_a_source_that_moved_is_read_from_its_new_commits_only(s3_project):
     requests = server.requests_since(mark)
     old_commits = [p for _, p, _ in requests if any(p.endswith(f"{v:020d}.json") for v in range(14))]
     assert old_commits == [] and len(requests) <= 6, requests
+
+
+def test_a_source_handle_brought_up_to_date_many_times_is_opened_again(s3_project):
+    """A kept handle brought up to date in place grows slower with each update: past
+    ``_MOVES_KEPT`` of them, the table is opened again instead."""
+    uri = s3_project.source("moving", {"id": pa.array([0], pa.int64())})
+    seen = []
+    for i in range(1, _MOVES_KEPT + 3):
+        write(uri, pa.table({"id": pa.array([i], pa.int64())}), mode="append")
+        with reusing_handles():
+            assert latest_version(uri) == i
+            seen.append(open_table(uri, i))
+            assert seen[-1].version() == i and len(seen[-1].file_uris()) == i + 1
+    # One handle for the first refresh and the updates after it, another once it had moved too often.
+    assert [id(h) for h in seen] == [id(seen[0])] * _MOVES_KEPT + [id(seen[-1])] * 2
+    assert seen[0] is not seen[-1]
 
 
 def test_doctor_checks_an_object_store_warehouse(s3_project):
