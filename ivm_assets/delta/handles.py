@@ -212,10 +212,11 @@ def writable(uri: str, version: int | None = None) -> DeltaTable:
 # since it was opened, by id (delta-rs' handles cannot be hashed); an entry goes with its
 # handle. A handle moved on in place costs more at each later commit: a 200-row append
 # through one moved 300 times took 19 ms, through one opened fresh 5 ms (and its list of
-# files 1.8 ms against 0.05). A long-lived process commits to its state tables thousands of
-# times, so a handle is not kept past this many moves: the next refresh opens the table
-# again from its checkpoint (~4 ms locally), which keeps every commit near a fresh
-# handle's cost (benchmarks/kept_handles.py).
+# files 1.8 ms against 0.05); a log cleanup through it undoes that (state tables and
+# progress logs get one every 10 epochs), outputs and sources get none. A long-lived
+# process commits to an output thousands of times, so a handle is not kept past this many
+# moves: the next refresh opens the table again from its checkpoint (~4 ms locally), which
+# keeps every commit near a fresh handle's cost (benchmarks/kept_handles.py).
 _MOVES_KEPT = 20
 _moves: dict[int, int] = {}
 _moves_lock = threading.Lock()

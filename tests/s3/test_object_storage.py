@@ -6,9 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import textwrap
 import threading
-import time
 from decimal import Decimal
 
 import pyarrow as pa
