@@ -210,11 +210,11 @@ def _weights(spec: _ReadSpec, file: DataFile, batch: pa.RecordBatch, typed: bool
     if spec.weight is None:
         return {}
     if typed:
-        return {spec.weight: _change_weights(batch.column(CHANGE_TYPE))}
+        return {spec.weight: change_weights(batch.column(CHANGE_TYPE))}
     return {spec.weight: pa.repeat(pa.scalar(file.weight, pa.int64()), batch.num_rows)}
 
 
-def _change_weights(types: pa.Array) -> pa.Array:
+def change_weights(types: pa.Array) -> pa.Array:
     """Each row's weight from its ``_change_type``; an unknown type fails the read rather
     than count the row wrongly."""
     types = types.cast(pa.string())  # a writer may have stored it dictionary-encoded or as large_string

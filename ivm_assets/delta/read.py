@@ -106,7 +106,7 @@ def read_changes(uri: str, *, after: int, upto: int, columns: list[str] | None =
     wanted = [*('"' + c.replace('"', '""') + '"' for c in columns), "_change_type"] if columns is not None else None
     with storage_errors.failures(uri):
         table = normalize_table(_read_all(dt.load_cdf(starting_version=after + 1, ending_version=upto, columns=wanted)))
-    weights = pa.array([executor_io.CHANGE_WEIGHTS[t] for t in table.column("_change_type").to_pylist()], pa.int64())
+    weights = executor_io.change_weights(table.column("_change_type"))
     data_columns = [c for c in table.column_names if c not in _CDF_COLUMNS]
     return table.select(data_columns).append_column(WEIGHT, weights)
 
