@@ -9,7 +9,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from tests.conftest import assert_oracle
 
-from ivm_assets.delta import change_files
+from ivm_assets.delta import change_files, change_reads
 from ivm_assets.delta.handles import latest_version
 from ivm_assets.delta.log import change_rows_between
 from ivm_assets.delta.read import read_changes
@@ -40,7 +40,7 @@ def _shop(builder, monkeypatch, **settings):
     project = builder.load()
     assert {r.mode for r in project.refresh()} == {"full"}
     monkeypatch.setattr(cdc, "EXECUTOR_CHANGE_ROWS", 100)
-    monkeypatch.setattr(cdc, "read_changes", _only_small(read_changes))
+    monkeypatch.setattr(change_reads, "read_changes", _only_small(read_changes))
     return project, orders
 
 

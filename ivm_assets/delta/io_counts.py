@@ -21,9 +21,12 @@ from typing import Literal
 @dataclass
 class IoCounts:
     """What one scope did: Delta logs opened (each replays the log from its last
-    checkpoint, or reads the commits since a kept handle's version) and commits made."""
+    checkpoint, or reads the commits since a kept handle's version), change feeds read
+    from storage (not taken from an earlier read of the same range, see
+    :mod:`~ivm_assets.delta.change_reads`) and commits made."""
 
     log_reads: int = 0
+    change_reads: int = 0
     commits: int = 0
     outer: IoCounts | None = field(default=None, repr=False, compare=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
@@ -44,7 +47,7 @@ def counting() -> Iterator[IoCounts]:
         _scope.reset(token)
 
 
-def add(kind: Literal["log_reads", "commits"]) -> None:
+def add(kind: Literal["log_reads", "change_reads", "commits"]) -> None:
     """One more of ``kind`` in the current scope, if there is one."""
     counts = _scope.get()
     while counts is not None:

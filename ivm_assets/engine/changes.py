@@ -25,9 +25,9 @@ from deltalake.exceptions import DeltaError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ivm_assets.delta import change_files
+from ivm_assets.delta import change_files, change_reads
 from ivm_assets.delta.log import change_feed_enabled, change_rows_between, operations_between
-from ivm_assets.delta.read import read_changes, read_snapshot
+from ivm_assets.delta.read import read_snapshot
 from ivm_assets.delta.snapshot import arrow_schema
 from ivm_assets.errors import RebuildNeeded
 from ivm_assets.local.epoch import LOCAL_CHANGE_ROWS
@@ -155,7 +155,7 @@ def read_range(name: str, uri: str, after: int, upto: int, *, columns: tuple[str
         kept = [f for f in schema if columns is None or f.name in columns]
         return empty_table(normalize_schema(pa.schema([*kept, pa.field(WEIGHT, pa.int64())])))
     try:
-        table = read_changes(uri, after=after, upto=upto, columns=list(columns) if columns is not None else None)
+        table = change_reads.read_range(uri, after=after, upto=upto, columns=list(columns) if columns is not None else None)
     except (DeltaError, OSError, ValueError) as exc:
         # Its files were vacuumed, or the feed is otherwise unreadable (a failure to reach the
         # store is a StorageError, raised as it is): as for a large range read by the

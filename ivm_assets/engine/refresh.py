@@ -181,6 +181,7 @@ def _refresh(
                 for uri in [where.progress, *(t.uri(where.state_root) for t in tables)]:
                     clean_log(uri)
     stats["delta_log_reads"] = delta_io.log_reads
+    stats["delta_change_reads"] = delta_io.change_reads
     stats["delta_commits"] = delta_io.commits  # claim and its release included
     sources = {s: (r["from"], r["to"]) for s, r in record.payload["sources"].items()}
     return RefreshResult(
