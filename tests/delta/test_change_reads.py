@@ -74,3 +74,14 @@ def test_another_range_or_a_table_created_again_under_the_same_path_is_read_agai
         got = change_reads.read_range(uri, after=0, upto=3, columns=["id"])
     assert io.change_reads == 1
     assert sorted(got.column("id").to_pylist()) == [*range(200, 205), *range(210, 215), *range(220, 225)]
+
+
+def test_a_column_the_source_lacks_fails_the_read_as_without_the_kept_rows(tmp_path):
+    uri = str(tmp_path / "t")
+    _edited(uri)
+    with pytest.raises(Exception) as direct:
+        read_changes(uri, after=0, upto=3, columns=["missing"])
+    change_reads.read_range(uri, after=0, upto=3, columns=["id"])
+    change_reads.read_range(uri, after=0, upto=3, columns=["n"])  # every column kept now
+    with pytest.raises(type(direct.value)):
+        change_reads.read_range(uri, after=0, upto=3, columns=["id", "missing"])
