@@ -343,7 +343,7 @@ class StateTable:
                     whole = whole.withColumn(EPOCH, F.lit(ctx.epoch.number).cast("bigint"))
             written = overwrite_epoch(
                 uri, whole, epoch=ctx.epoch, after=after, partition_by=[BUCKET], sort_by=list(self.keys), metadata=meta,
-                row_group_rows=ROW_GROUP_ROWS, few=rows.rows <= DRIVER_WRITE_ROWS,
+                row_group_rows=ROW_GROUP_ROWS, few=rows.rows <= DRIVER_WRITE_ROWS, cache_key=self.keys[0] if self.keys else None,
             )
         else:
             table = self._stored_table(

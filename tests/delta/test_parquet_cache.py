@@ -128,6 +128,41 @@ def test_files_a_commit_wrote_are_held_from_the_rows_written_and_read_back_the_s
     assert cold == warm == [(11, "v11"), (12, "v12"), (4999, "v4999"), (5009, "v5009")] and decoded > 0
 
 
+def test_files_a_build_in_process_wrote_are_held_when_it_creates_and_when_it_replaces_the_table(tmp_path):
+    """A state table built from rows on the driver: its first lookups after the build decode
+    nothing (the second refresh after a build used to decode its files whole)."""
+    from ivm_assets.delta.commit import Epoch
+    from ivm_assets.delta.row_groups import ReadCost, read_row_groups, select_row_groups
+    from ivm_assets.delta.snapshot import snapshot_files
+    from ivm_assets.delta.write import overwrite_epoch
+
+    uri = str(tmp_path / "state")
+    wanted = pa.array([12, 3001, 4999], pa.int64())
+
+    def rows(tag: str) -> pa.Table:
+        keys = list(range(10, 5010))
+        return pa.table({
+            "k": pa.array(keys, pa.int64()), "v": pa.array([f"{tag}{k}" for k in keys]),
+            "__bucket": pa.array([k % 3 for k in keys], pa.int32()),
+        })
+
+    def lookup() -> tuple[list[tuple], int]:
+        cost = ReadCost()
+        found = read_row_groups(select_row_groups(snapshot_files(uri), key="k", values=wanted), cost=cost)
+        return sorted(zip(found.column("k").to_pylist(), found.column("v").to_pylist())), cost.decoded
+
+    for number, (after, tag) in enumerate(((None, "a"), (0, "b")), start=1):
+        overwrite_epoch(
+            uri, rows(tag), epoch=Epoch("ivm:t", number, {}), after=after, partition_by=["__bucket"], sort_by=["k"],
+            row_group_rows=1000, cache_key="k",
+        )
+        held, decoded = lookup()
+        assert decoded == 0 and held == [(12, f"{tag}12"), (3001, f"{tag}3001"), (4999, f"{tag}4999")]
+        parquet_cache.clear()
+        cold, decoded = lookup()
+        assert cold == held and decoded > 0  # read from the files: the same rows
+
+
 def test_rows_that_do_not_match_the_footer_are_not_held(tmp_path):
     path = str(tmp_path / "a.parquet")
     _write(path, range(400))
