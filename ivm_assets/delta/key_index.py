@@ -30,24 +30,43 @@ def indexable(key_type: pa.DataType) -> bool:
 
 @dataclass(frozen=True)
 class KeyIndex:
-    """``rows`` (one chunk) and their non-NULL ``key`` values ascending in ``keys``; ``at``
-    the row of each entry of ``keys`` (None: the rows' own order, no NULL keys), ``nulls``
-    the rows whose key is NULL."""
+    """``rows`` and their non-NULL ``key`` values ascending in ``keys``; ``at`` the row of
+    each entry of ``keys`` (None: the rows' own order, no NULL keys), ``nulls`` the rows whose
+    key is NULL.
+
+    A file's index may point into rows it shares with the other files of one write (a build
+    whose partitions interleave, :func:`positions`): ``at`` and ``nulls`` then name its own
+    rows among them, and ``share`` is the part of their bytes it stands for."""
 
     rows: pa.Table
     key: str
     keys: np.ndarray
     at: np.ndarray | None
     nulls: np.ndarray
+    share: float = 1.0
 
     @property
     def nbytes(self) -> int:
-        return self.rows.nbytes + self.keys.nbytes + (self.at.nbytes if self.at is not None else 0) + self.nulls.nbytes
+        arrays = self.keys.nbytes + (self.at.nbytes if self.at is not None else 0) + self.nulls.nbytes
+        return int(self.rows.nbytes * self.share) + arrays
+
+    @property
+    def row_count(self) -> int:
+        return len(self.keys) + len(self.nulls)
 
     def with_rows(self, rows: pa.Table) -> KeyIndex:
         """The same index over ``rows``: the same rows in the same order, conformed to
         another schema (see :func:`~ivm_assets.delta.parquet_cache.conformed`)."""
-        return KeyIndex(rows, self.key, self.keys, self.at, self.nulls)
+        return KeyIndex(rows, self.key, self.keys, self.at, self.nulls, self.share)
+
+    def own(self) -> KeyIndex:
+        """This index over a copy of just its own rows (in their order among the shared
+        ones), for a change that would otherwise copy every shared row."""
+        if self.share == 1.0:
+            return self
+        mine = np.sort(np.concatenate([self.at if self.at is not None else np.empty(0, np.int64), self.nulls]))
+        at = np.searchsorted(mine, self.at) if self.at is not None else None
+        return KeyIndex(self.rows.take(mine), self.key, self.keys, at, np.searchsorted(mine, self.nulls))
 
     def lookup(self, wanted: np.ndarray, keep_nulls: bool) -> pa.Table:
         """The rows whose key is in ``wanted`` (int64, ascending, distinct), and those whose
@@ -86,3 +105,26 @@ def index(rows: pa.Table, key: str) -> KeyIndex | None:
         at = order if at is None else at[order]
     return KeyIndex(rows, key, values, at, nulls)
 
+
+
+def positions(rows: pa.Table, key: str, parts: dict[object, np.ndarray]) -> dict[object, KeyIndex] | None:
+    """An index per part of ``rows`` (a write's rows, ``parts`` the ascending row numbers of
+    each file's), all over ``rows`` itself: a build written in key order interleaves its
+    partitions, and copying each file's rows out of it cost more than the build's join
+    (TPC-H Q5 at SF 1: 2.9 s to hand 6 M rows to the cache as 133 files). None when the
+    key's type is not :func:`indexable`."""
+    column = rows.column(key)
+    if not indexable(column.type):
+        return None
+    values = pc.fill_null(column, 0).to_numpy().astype(np.int64, copy=False)
+    null = column.is_null().to_numpy(zero_copy_only=False) if column.null_count else None
+    made = {}
+    for part, mine in parts.items():
+        nulls = mine[null[mine]] if null is not None else np.empty(0, np.int64)
+        at = mine[~null[mine]] if null is not None else mine
+        keys = values[at]
+        if len(keys) > 1 and bool(np.any(keys[1:] < keys[:-1])):
+            order = np.argsort(keys, kind="stable")
+            keys, at = keys[order], at[order]
+        made[part] = KeyIndex(rows, key, keys, at, nulls, len(mine) / max(rows.num_rows, 1))
+    return made

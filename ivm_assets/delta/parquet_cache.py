@@ -38,6 +38,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
@@ -45,7 +46,7 @@ import pyarrow.parquet as pq
 
 from ivm_assets import settings, uris
 from ivm_assets.delta import filesystems, storage_errors
-from ivm_assets.delta.key_index import KeyIndex, index, indexable
+from ivm_assets.delta.key_index import KeyIndex, index, indexable, positions
 from ivm_assets.spark.arrow import normalize_table
 
 _FOOTERS_KEPT = 4096
@@ -179,6 +180,7 @@ def held_index(file: Footer, key: str, schema: pa.Schema) -> KeyIndex | None:
         _groups.move_to_end((file.stamp, key))
     assert isinstance(found, KeyIndex)
     if found.rows.schema != schema:
+        found = found.own()  # conformed alone, not with the rows it shares
         found = found.with_rows(conformed(found.rows, schema))
         if (budget := budget_bytes()) > 0:
             _keep((file.stamp, key), found, budget, replace=True)
@@ -307,6 +309,32 @@ def remember(file: Footer, rows: pa.Table, key: str) -> bool:
     for group, part in enumerate(groups):
         _keep((file.stamp, group), part, budget)
     return True
+
+
+def remember_parts(files: dict[object, Footer], rows: pa.Table, key: str, parts: dict[object, np.ndarray]) -> int:
+    """Hold the rows of each of ``files``, which this process just wrote from ``rows``: the
+    file of each part as the rows numbered ``parts[part]`` (ascending, in the order the file
+    has them), indexed by ``key`` over ``rows`` itself, which the files share (see
+    :func:`~ivm_assets.delta.key_index.positions`). Only files whose footer agrees (row
+    count, min and max of ``key``), and only for an indexable key. Returns how many."""
+    budget = budget_bytes()
+    if budget <= 0 or key not in rows.column_names:
+        return 0
+    rows = normalize_table(rows)
+    made = positions(rows, key, {part: parts[part] for part in files})
+    if made is None:
+        return 0
+    held = 0
+    for part, file in files.items():
+        index_ = made[part]
+        stats = file.stats(key)
+        if sum(file.rows) != index_.row_count or any(s is None for s in stats):
+            continue
+        if len(index_.keys) and (int(index_.keys[0]), int(index_.keys[-1])) != (min(s[0] for s in stats), max(s[1] for s in stats)):
+            continue
+        _hold_index(file, index_, budget)
+        held += 1
+    return held
 
 
 def _keep(key: tuple[Stamp, int | str], table: pa.Table | KeyIndex, budget: int, *, replace: bool = False) -> None:

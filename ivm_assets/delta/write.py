@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Literal
 from urllib.parse import unquote
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import CommitProperties, WriterProperties, write_deltalake
@@ -16,6 +17,7 @@ from pyspark.sql import DataFrame
 from ivm_assets.delta import parquet_cache, storage, storage_errors
 from ivm_assets.delta.commit import Epoch, commit_epoch, made_commit
 from ivm_assets.delta.handles import keep_moved, writable
+from ivm_assets.delta.key_index import indexable
 from ivm_assets.delta.log import commit_actions
 from ivm_assets.delta.properties import CDF_ON, new_table_configuration
 from ivm_assets.delta.staging import all_nullable, commit_staged, stage_files
@@ -71,7 +73,11 @@ def write_epoch(
 def cache_written(uri: str, version: int, table: pa.Table, partition_by: list[str], key: str) -> None:
     """Hand the files commit ``version`` added to the parquet cache with the rows they were
     written from: ``table``'s rows of each file's partition, in order (a partition written
-    as more than one file is left out, as is anything the cache's checks refuse)."""
+    as more than one file is left out, as is anything the cache's checks refuse).
+
+    Rows sorted by partition (a state append) give each file a slice of them. Rows whose
+    partitions interleave (a build in key order) are not copied out per file when the key
+    can be indexed: each file is indexed over the rows they all share."""
     if len(partition_by) > 1 or parquet_cache.budget_bytes() <= 0:
         return
     root = storage.normalize(uri.removeprefix("file://"))
@@ -80,20 +86,29 @@ def cache_written(uri: str, version: int, table: pa.Table, partition_by: list[st
         values = add.get("partitionValues") or {}
         file = (f"{root}/{unquote(add['path'])}", int(add["size"]))
         by_value.setdefault(values.get(partition_by[0]) if partition_by else None, []).append(file)
-    runs = value_runs(table.column(partition_by[0])) if partition_by else {}
+    single = {value: files[0] for value, files in by_value.items() if len(files) == 1}
+    if not partition_by:
+        for file in single.values():
+            parquet_cache.remember(parquet_cache.footer(*file), table, key)
+        return
+    column = table.column(partition_by[0])
+    runs = value_runs(column)
+    if not runs and indexable(table.schema.field(key).type) and pa.types.is_integer(column.type) and not column.null_count:
+        numbers = column.to_numpy()
+        parts = {value: np.flatnonzero(numbers == int(value)) for value in single if value is not None}
+        files = {value: parquet_cache.footer(*single[value]) for value in parts}
+        parquet_cache.remember_parts(files, table.drop_columns(partition_by), key, parts)
+        return
     as_text = None
-    for value, files in by_value.items():
-        if len(files) != 1:
-            continue
-        rows = table
-        if partition_by and value in runs:
+    for value, file in single.items():
+        if value in runs:
             rows = table.slice(*runs[value]).drop_columns(partition_by)
-        elif partition_by:
+        else:
             # The partition column as Delta records its values (text), cast once for every file.
-            as_text = pc.cast(table.column(partition_by[0]), pa.string()) if as_text is None else as_text
+            as_text = pc.cast(column, pa.string()) if as_text is None else as_text
             wanted = pc.is_null(as_text) if value is None else pc.equal(as_text, value)
             rows = table.filter(wanted).drop_columns(partition_by)
-        parquet_cache.remember(parquet_cache.footer(*files[0]), rows, key)
+        parquet_cache.remember(parquet_cache.footer(*file), rows, key)
 
 
 def apply_bag_change(uri: str, change: pa.Table, *, columns: list[str], epoch: Epoch, after: int) -> bool:

@@ -14,7 +14,7 @@ import pytest
 
 from ivm_assets.delta import parquet_cache
 from ivm_assets.delta.commit import Epoch
-from ivm_assets.delta.key_index import index
+from ivm_assets.delta.key_index import index, positions
 from ivm_assets.delta.row_groups import ReadCost, read_row_groups, select_row_groups
 from ivm_assets.delta.snapshot import snapshot_files
 from ivm_assets.delta.write import write_epoch
@@ -26,6 +26,32 @@ def _cold_cache():
     parquet_cache.clear()
     yield
     parquet_cache.clear()
+
+
+@pytest.mark.parametrize("order", ["sorted", "shuffled"])
+def test_files_indexed_over_the_rows_they_share_find_what_their_own_rows_hold(order):
+    # A build's rows in key order, its partitions interleaved: each part's index points into
+    # the shared rows, and finds what an index of a copy of its own rows finds.
+    rng = random.Random(5)
+    keys = [rng.randrange(0, 300) if rng.random() > 0.05 else None for _ in range(3000)]
+    if order == "sorted":
+        keys = sorted(keys, key=lambda k: (k is not None, k))
+    rows = pa.table({"k": pa.array(keys, pa.int64()), "at": pa.array(range(len(keys)), pa.int64())})
+    part_of = np.array([rng.randrange(3) for _ in keys])
+    parts = {p: np.flatnonzero(part_of == p) for p in range(3)}
+    made = positions(rows, "k", parts)
+    assert made is not None and positions(rows.cast(pa.schema([("k", pa.string()), ("at", pa.int64())])), "k", parts) is None
+    wanted = np.array(sorted(rng.sample(range(-5, 305), 60)), np.int64)
+    for part, mine in parts.items():
+        shared = made[part]
+        alone = index(rows.take(mine), "k")
+        for keep_nulls in (False, True):
+            found = sorted(shared.lookup(wanted, keep_nulls).column("at").to_pylist())
+            assert found == sorted(alone.lookup(wanted, keep_nulls).column("at").to_pylist())
+            assert found == sorted(shared.own().lookup(wanted, keep_nulls).column("at").to_pylist())
+        assert shared.row_count == len(mine) and shared.own().rows.num_rows == len(mine) and shared.own().share == 1.0
+    # Each is charged its part of the shared rows' bytes, not all of them.
+    assert sum(made[p].nbytes for p in parts) < 2 * rows.nbytes
 
 
 @pytest.mark.parametrize("key_type", [pa.int64(), pa.int32(), pa.int8()])

@@ -97,7 +97,7 @@ def test_statistics_of_a_missing_column_choose_every_group(tmp_path):
 @pytest.mark.parametrize("by_bucket", [True, False], ids=["sorted_by_bucket", "buckets_interleaved"])
 def test_files_a_commit_wrote_are_held_from_the_rows_written_and_read_back_the_same(tmp_path, by_bucket):
     """A state append's rows are sorted by bucket, and each file's rows are a slice of them
-    (``zset.value_runs``); rows in any other order are split by a filter per bucket."""
+    (``zset.value_runs``); rows in any other order are indexed over the rows written."""
     from ivm_assets.delta.row_groups import ReadCost, read_row_groups, select_row_groups
     from ivm_assets.delta.snapshot import snapshot_files
     from ivm_assets.delta.write import write_epoch
@@ -133,7 +133,7 @@ def test_files_a_build_in_process_wrote_are_held_when_it_creates_and_when_it_rep
     nothing (the second refresh after a build used to decode its files whole)."""
     from ivm_assets.delta.commit import Epoch
     from ivm_assets.delta.row_groups import ReadCost, read_row_groups, select_row_groups
-    from ivm_assets.delta.snapshot import snapshot_files
+    from ivm_assets.delta.snapshot import file_key, snapshot_files
     from ivm_assets.delta.write import overwrite_epoch
 
     uri = str(tmp_path / "state")
@@ -158,6 +158,14 @@ def test_files_a_build_in_process_wrote_are_held_when_it_creates_and_when_it_rep
         )
         held, decoded = lookup()
         assert decoded == 0 and held == [(12, f"{tag}12"), (3001, f"{tag}3001"), (4999, f"{tag}4999")]
+        # The files interleave in the rows written: each is indexed over them, and one asked
+        # for with another schema is conformed alone (a copy of its own rows only).
+        wider = pa.schema([("k", pa.int64()), ("v", pa.string()), ("extra", pa.int64())])
+        snap = snapshot_files(uri)
+        for path, size in zip(snap.files, snap.sizes):
+            file = parquet_cache.footer(file_key(path), size)
+            own = parquet_cache.held_index(file, "k", wider)
+            assert own is not None and own.rows.num_rows == sum(file.rows) and own.rows.column("extra").null_count == own.rows.num_rows
         parquet_cache.clear()
         cold, decoded = lookup()
         assert cold == held and decoded > 0  # read from the files: the same rows
@@ -182,3 +190,12 @@ def test_the_default_budget_is_a_quarter_of_the_memory_the_process_may_use(monke
     physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     assert 0 < settings.usable_memory() <= physical
     assert parquet_cache.budget_bytes() == int(settings.usable_memory() * settings.STATE_CACHE_SHARE)
+
+
+def test_value_runs_finds_one_run_per_value_or_none():
+    from ivm_assets.zset import value_runs
+
+    assert value_runs(pa.chunked_array([[0, 0], [1, 3, 3]], pa.int32())) == {"0": (0, 2), "1": (2, 1), "3": (3, 2)}
+    assert value_runs(pa.chunked_array([[0, 1, 0]], pa.int64())) == {}  # a value in two runs
+    assert value_runs(pa.chunked_array([[0, None]], pa.int64())) == {}
+    assert value_runs(pa.chunked_array([list(range(70_000))], pa.int64())) == {}  # more runs than buckets may be
