@@ -11,6 +11,7 @@ import pytest
 from tests.conftest import assert_engine, assert_oracle, output_rows
 
 from ivm_assets import IvmProject
+from ivm_assets.delta import parquet_cache
 from ivm_assets.delta.handles import is_delta_table, latest_version
 from ivm_assets.delta.write import write
 from ivm_assets.errors import (
@@ -328,8 +329,13 @@ def test_one_broken_view_refreshes_no_view(builder):
 JOINED = "SELECT o.id, c.name FROM orders o JOIN customers c ON o.cust = c.id"
 
 
-def _lose_files(pattern: str) -> None:
-    """Delete the data files matching ``pattern`` (a user's cleanup, a bucket lifecycle rule)."""
+def _lose_files(pattern: str, *, forget: bool = True) -> None:
+    """Delete the data files matching ``pattern`` (a user's cleanup, a bucket lifecycle rule).
+
+    With ``forget``, this process also forgets the state rows it holds decoded, so its next
+    refresh reads them from storage, as a process that did not write them does (one that
+    holds them serves the rows the log names until it reads from storage again: see
+    test_a_process_holding_a_lost_state_file_answers_right_until_it_reads_it)."""
     import glob
     import os
 
@@ -337,6 +343,8 @@ def _lose_files(pattern: str) -> None:
     assert files
     for f in files:
         os.remove(f)
+    if forget:
+        parquet_cache.clear()
 
 
 def _lost_files_pattern(project, lost: str) -> str:
@@ -373,6 +381,27 @@ def test_a_lost_output_file_is_noticed_by_a_change_that_replaces_every_row(build
     _new_order(builder, 4, 1)
     (result,) = project.refresh()
     assert result.mode == "full" and "the output table" in result.reason and "lost a data file" in result.reason
+    assert_oracle(project)
+
+
+def test_a_process_holding_a_lost_state_file_answers_right_until_it_reads_it(builder, engine):
+    """The process that built the view holds its state files decoded (delta.parquet_cache):
+    a file deleted behind Delta's back is not read again, and the rows the log names are
+    served (the answer stays right); the loss is noticed at its next read from storage,
+    here once the process forgets what it holds, as after a restart."""
+    _shop(builder)
+    builder.view("v", JOINED)
+    project = builder.load()
+    project.refresh()
+    _lose_files(_lost_files_pattern(project, "state"), forget=False)
+    _new_order(builder, 4, 1)
+    (result,) = project.refresh()
+    assert result.mode == "incremental"
+    assert_oracle(project)
+    parquet_cache.clear()
+    _new_order(builder, 5, 2)
+    (result,) = project.refresh()
+    assert result.mode == "full" and "state table join_" in result.reason and "lost a data file" in result.reason
     assert_oracle(project)
 
 

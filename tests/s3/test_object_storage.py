@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
-from ivm_assets.delta import storage, storage_errors
+from ivm_assets.delta import parquet_cache, storage, storage_errors
 from ivm_assets.delta.handles import _MOVES_KEPT, is_delta_table, latest_version, open_table, reusing_handles
 from ivm_assets.delta.maintenance import clean_log
 from ivm_assets.delta.write import delete_rows, write
@@ -172,6 +172,7 @@ def test_a_lost_state_file_rebuilds_the_view(s3_project):
     assert state
     for key in state:
         client.delete_object(Bucket=s3_project.bucket, Key=key)
+    parquet_cache.clear()  # read from the store, as a process that did not build the view does
     _change(s3_project, 1)
     [result] = project.refresh()
     assert result.mode == "full" and "lost a data file" in result.reason and "s3://" in result.reason, result.summary()
