@@ -22,9 +22,10 @@ ones the log names). Held by that name:
   (:mod:`~ivm_assets.delta.key_index`): a file looked up by that key a second time by
   scattered keys, or wanted at least half (counting the groups held already), is decoded
   whole and held indexed instead of by group (:func:`whole_file`), as are the files a
-  commit of this process wrote (:func:`remember`). A lookup in a fresh process still
-  decodes only the groups its keys touch; scattered keys in a long-lived one stop paying
-  per row group.
+  commit of this process wrote from rows on the driver: an append, a compaction or a build
+  computed in process (:func:`remember`; :func:`remember_parts` for a build's files, which
+  share the rows written). A lookup in a fresh process still decodes only the groups its
+  keys touch; scattered keys in a long-lived one stop paying per row group.
 
 A process that refreshes once (a Dagster run in a process of its own) gains nothing and pays
 nothing but the budget it fills; long-lived processes (``ivm serve``-style loops, the
