@@ -115,24 +115,12 @@ class KeyIndex:
 
 def index(rows: pa.Table, key: str) -> KeyIndex | None:
     """``rows`` indexed by ``key``; None when its type is not :func:`indexable`."""
-    column = rows.column(key)
-    if not indexable(column.type):
+    if not indexable(rows.column(key).type):
         return None
     rows = rows.combine_chunks()
-    column = rows.column(key)
-    values = pc.fill_null(column, 0).to_numpy().astype(np.int64, copy=False)
-    at: np.ndarray | None = None
-    nulls = np.empty(0, np.int64)
-    if column.null_count:
-        null = column.is_null().to_numpy(zero_copy_only=False)
-        nulls = np.flatnonzero(null)
-        at = np.flatnonzero(~null)
-        values = values[at]
-    if len(values) > 1 and bool(np.any(values[1:] < values[:-1])):
-        order = np.argsort(values, kind="stable")
-        values = values[order]
-        at = order if at is None else at[order]
-    return KeyIndex(rows, key, values, at, nulls)
+    values, null = _key_values(rows.column(key))
+    keys, at, nulls = _entries(values, null, None)
+    return KeyIndex(rows, key, keys, at, nulls)
 
 
 def positions(rows: pa.Table, key: str, parts: dict[object, np.ndarray]) -> dict[object, KeyIndex] | None:
@@ -141,19 +129,32 @@ def positions(rows: pa.Table, key: str, parts: dict[object, np.ndarray]) -> dict
     partitions, and copying each file's rows out of it cost more than the build's join
     (TPC-H Q5 at SF 1: 2.9 s to hand 6 M rows to the cache as 133 files). None when the
     key's type is not :func:`indexable`."""
-    column = rows.column(key)
-    if not indexable(column.type):
+    if not indexable(rows.column(key).type):
         return None
-    values = pc.fill_null(column, 0).to_numpy().astype(np.int64, copy=False)
-    null = column.is_null().to_numpy(zero_copy_only=False) if column.null_count else None
+    values, null = _key_values(rows.column(key))
     shared = SharedRows(rows)
-    made = {}
-    for part, mine in parts.items():
-        nulls = mine[null[mine]] if null is not None else np.empty(0, np.int64)
-        at = mine[~null[mine]] if null is not None else mine
-        keys = values[at]
-        if len(keys) > 1 and bool(np.any(keys[1:] < keys[:-1])):
-            order = np.argsort(keys, kind="stable")
-            keys, at = keys[order], at[order]
-        made[part] = KeyIndex(shared, key, keys, at, nulls, len(mine) / max(rows.num_rows, 1))
-    return made
+    share = 1 / max(rows.num_rows, 1)
+    return {part: KeyIndex(shared, key, *_entries(values, null, mine), len(mine) * share) for part, mine in parts.items()}
+
+
+def _key_values(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray | None]:
+    """The key of every row as int64 (0 where NULL), and which rows' key is NULL (None: none)."""
+    values = pc.fill_null(column, 0).to_numpy().astype(np.int64, copy=False)
+    return values, column.is_null().to_numpy(zero_copy_only=False) if column.null_count else None
+
+
+def _entries(values: np.ndarray, null: np.ndarray | None, rows: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+    """For ``rows`` (ascending row numbers; every row when None): their non-NULL keys
+    ascending, the row of each (None: every row, in its own order), and the rows whose key
+    is NULL."""
+    at, nulls = rows, np.empty(0, np.int64)
+    if null is not None:
+        picked = null if rows is None else null[rows]
+        nulls = np.flatnonzero(picked) if rows is None else rows[picked]
+        at = np.flatnonzero(~picked) if rows is None else rows[~picked]
+    keys = values if at is None else values[at]
+    if len(keys) > 1 and bool(np.any(keys[1:] < keys[:-1])):
+        order = np.argsort(keys, kind="stable")
+        keys = keys[order]
+        at = order if at is None else at[order]
+    return keys, at, nulls

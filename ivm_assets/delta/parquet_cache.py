@@ -288,17 +288,14 @@ def remember(file: Footer, rows: pa.Table, key: str) -> bool:
     if budget <= 0 or sum(file.rows) != rows.num_rows or key not in rows.column_names:
         return False
     rows = normalize_table(rows)
-    stats = file.stats(key)
     if indexable(rows.schema.field(key).type):
-        if any(s is None for s in stats):
-            return False
-        low_high = pc.min_max(rows.column(key))
-        if (low_high["min"].as_py(), low_high["max"].as_py()) != (min(s[0] for s in stats), max(s[1] for s in stats)):
-            return False
         made = index(rows, key)
         assert made is not None
+        if not _agrees(file, made):
+            return False
         _hold_index(file, made, budget)
         return True
+    stats = file.stats(key)
     start, groups = 0, []
     for group, count in enumerate(file.rows):
         part = rows.slice(start, count)
@@ -327,15 +324,19 @@ def remember_parts(files: dict[object, Footer], rows: pa.Table, key: str, parts:
         return 0
     held = 0
     for part, file in files.items():
-        index_ = made[part]
-        stats = file.stats(key)
-        if sum(file.rows) != index_.row_count or any(s is None for s in stats):
-            continue
-        if len(index_.keys) and (int(index_.keys[0]), int(index_.keys[-1])) != (min(s[0] for s in stats), max(s[1] for s in stats)):
-            continue
-        _hold_index(file, index_, budget)
-        held += 1
+        if _agrees(file, made[part]):
+            _hold_index(file, made[part], budget)
+            held += 1
     return held
+
+
+def _agrees(file: Footer, made: KeyIndex) -> bool:
+    """Whether ``file``'s footer agrees with ``made``, the rows written to it: as many rows,
+    and the same min and max of the key over the file."""
+    stats = file.stats(made.key)
+    if sum(file.rows) != made.row_count or any(s is None for s in stats):
+        return False
+    return not len(made.keys) or (int(made.keys[0]), int(made.keys[-1])) == (min(s[0] for s in stats), max(s[1] for s in stats))
 
 
 def _keep(key: tuple[Stamp, int | str], table: pa.Table | KeyIndex, budget: int, *, replace: bool = False) -> None:
