@@ -1,0 +1,250 @@
+"""Random views and random changes for differential tests (SQLancer's idea, our oracle).
+
+:func:`random_view` draws a query over two small tables from a grammar of the constructs
+docs/sql-support.md calls incremental: filters and projections over every value type,
+inner, outer, semi and anti joins, NOT IN, scalar subqueries, grouped and global
+aggregates with HAVING, DISTINCT, UNION [ALL], INTERSECT and EXCEPT [ALL], windows,
+per-group and global top-k, and nestings of them. :func:`random_changes` draws an epoch's
+inserts (duplicates and NULLs), deletes and updates. A test refreshes the views after each
+batch and compares each with Spark's answer to its SQL as written, at the same source
+versions: a view that drifts from Spark under some change is a wrong answer, and its seed
+and SQL are in the failure message.
+
+Values stay where a query cannot fail (no overflow, no division by a column, no cast of
+text to a number), so every difference is the engine's, not an ANSI error's.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import random
+
+import pyarrow as pa
+
+T = pa.schema([
+    ("id", pa.int64()), ("k", pa.int32()), ("v", pa.int64()), ("d", pa.decimal128(10, 2)),
+    ("x", pa.float64()), ("s", pa.string()), ("day", pa.date32()),
+])
+U = pa.schema([("uid", pa.int64()), ("k", pa.int32()), ("w", pa.int64()), ("name", pa.string())])
+SCHEMAS = {"t": T, "u": U}
+
+# Values near the edges the engines disagree on when a rule is wrong: NULLs, zero and its
+# negative, NaN, text with trailing spaces or accents, dates before 1970.
+_K = [0, 1, 2, 3, None]
+_V = [-3, -1, 0, 1, 2, 5, 40, None]
+_D = [decimal.Decimal(s) for s in ("-2.50", "0.00", "0.01", "1.10", "9.99", "120.00")] + [None]
+_X = [-0.0, 0.0, 0.5, -1.25, 3.0, 1e10, float("nan"), None]
+_S = ["a", "b", "ab", "a ", "B", "é", "", None]
+_DAYS = [dt.date(1969, 12, 31), dt.date(1994, 1, 31), dt.date(2024, 2, 29), dt.date(2026, 11, 28), None]
+_NAMES = ["a", "b", "c", "é", None]
+
+
+class Changes:
+    """The live rows of both tables, and the next free ids."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.next_id = 1
+        self.live: dict[str, list[int]] = {"t": [], "u": []}
+
+    def row(self, table: str) -> dict:
+        r, i = self.rng, self.next_id
+        self.next_id += 1
+        self.live[table].append(i)
+        if table == "t":
+            return {"id": i, "k": r.choice(_K), "v": r.choice(_V), "d": r.choice(_D), "x": r.choice(_X), "s": r.choice(_S), "day": r.choice(_DAYS)}
+        return {"uid": i, "k": r.choice(_K), "w": r.choice(_V), "name": r.choice(_NAMES)}
+
+    def initial(self, table: str, n: int) -> pa.Table:
+        return pa.Table.from_pylist([self.row(table) for _ in range(n)], schema=SCHEMAS[table])
+
+
+def random_changes(rng: random.Random, changes: Changes, uris: dict[str, str]) -> None:
+    """One epoch's changes: to one table or both, some of inserts (a row twice, sometimes),
+    deletes and updates of a key or a value (the same row updated twice, sometimes)."""
+    from ivm_assets.delta.write import delete_rows, update_rows, write
+
+    for table in rng.sample(["t", "u"], rng.choice([1, 2])):
+        id_col = "id" if table == "t" else "uid"
+        live = changes.live[table]
+        for kind in rng.choices(["insert", "delete", "update"], k=rng.randint(1, 3)):
+            if kind == "insert" or len(live) < 3:
+                rows = [changes.row(table) for _ in range(rng.randint(1, 3))]
+                if rng.random() < 0.3:
+                    rows.append(dict(rows[0]))  # an identical row: bag semantics
+                write(uris[table], pa.Table.from_pylist(rows, schema=SCHEMAS[table]), mode="append")
+            elif kind == "delete":
+                victim = rng.choice(live)
+                live.remove(victim)
+                delete_rows(uris[table], f"{id_col} = {victim}")
+            else:
+                target = rng.choice(live)
+                for _ in range(rng.choice([1, 1, 2])):
+                    column, value = _update(rng, table)
+                    update_rows(uris[table], set_sql={column: value}, predicate=f"{id_col} = {target}")
+
+
+def _update(rng: random.Random, table: str) -> tuple[str, str]:
+    def sql(value) -> str:
+        if value is None:
+            return "NULL"
+        if isinstance(value, str):
+            return "'" + value + "'"
+        return repr(value) if not isinstance(value, float) else f"CAST('{value}' AS DOUBLE)"
+
+    if table == "u":
+        column, values = rng.choice([("k", _K), ("w", _V), ("name", _NAMES)])
+    else:
+        column, values = rng.choice([("k", _K), ("v", _V), ("x", _X), ("s", _S)])
+    return column, sql(rng.choice(values))
+
+
+class _Query:
+    """One query's drawing: its random source and the aliases it has used."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+
+    def pick(self, *options):
+        return self.rng.choice(options)
+
+    # Expressions over t's columns, each of one type family, each total (no ANSI error).
+    def number(self, p: str = "") -> str:
+        return self.pick(
+            f"{p}v", f"{p}k", f"{p}d", f"{p}v + 1", f"{p}v * 2", f"{p}d * 3", f"{p}d - {p}v", f"abs({p}v)",
+            f"COALESCE({p}v, 0)", f"{p}v / 4", f"CASE WHEN {p}v > 0 THEN {p}d ELSE 0 END", f"{p}v % 3",
+            f"round({p}d, 1)", f"greatest({p}v, {p}k)",
+        )
+
+    def text(self, p: str = "") -> str:
+        return self.pick(
+            f"{p}s", f"upper({p}s)", f"concat({p}s, 'x')", f"substring({p}s, 1, 1)", f"COALESCE({p}s, '-')",
+            f"CAST({p}v AS STRING)", f"trim({p}s)", f"CASE WHEN {p}s LIKE 'a%' THEN 'A' WHEN {p}s IS NULL THEN NULL ELSE 'other' END",
+        )
+
+    def predicate(self, p: str = "") -> str:
+        one = lambda: self.pick(  # noqa: E731 - a small grammar reads best inline
+            f"{p}v > {self.pick(-1, 0, 2)}", f"{p}v IS NULL", f"{p}k IN (0, 1)", f"{p}s LIKE 'a%'", f"{p}s <> 'a '",
+            f"{p}d BETWEEN 0 AND 10", f"{p}x > 0", f"{p}x = 0", f"isnan({p}x)", f"{p}day < DATE '1994-02-01' + INTERVAL 1 MONTH",
+            f"NOT ({p}k = 2)", f"{p}s IS NOT NULL", f"{p}v <=> {p}k",
+        )
+        shape = self.rng.random()
+        if shape < 0.6:
+            return one()
+        return f"({one()} {self.pick('AND', 'OR')} {one()})"
+
+    def aggregate(self, p: str = "") -> str:
+        return self.pick(
+            "COUNT(*)", f"COUNT({p}v)", f"SUM({p}v)", f"SUM({p}d)", f"AVG({p}d)", f"AVG({p}v)", f"MIN({p}s)", f"MAX({p}x)",
+            f"MIN({p}day)", f"COUNT(DISTINCT {p}k)", f"MAX({p}d)", f"SUM({p}x)", f"SUM({p}v * {p}d)",
+        )
+
+    def key(self, p: str = "") -> str:
+        return self.pick(f"{p}k", f"{p}s", f"{p}x", f"{p}day", f"{p}k % 2", f"upper({p}s)", f"{p}v IS NULL")
+
+    # The FROM clause t's columns are read from (as ``p``-prefixed names), and whether it
+    # ends in a WHERE of its own (a semi join's) that a filter joins with AND.
+    def source(self) -> tuple[str, str, bool]:
+        shape = self.rng.random()
+        if shape < 0.4:
+            return "t", "", False
+        if shape < 0.55:
+            return f"t JOIN u ON t.k = u.k{self.pick('', ' AND u.w > t.v', ' AND u.name <> t.s')}", "t.", False
+        if shape < 0.7:
+            join = self.pick("LEFT JOIN", "RIGHT JOIN", "FULL JOIN")
+            return f"t {join} u ON t.k = u.k{self.pick('', ' AND u.w > 0')}", "t.", False
+        if shape < 0.8:
+            sub = self.pick(
+                "EXISTS (SELECT 1 FROM u WHERE u.k = t.k)", "NOT EXISTS (SELECT 1 FROM u WHERE u.k = t.k AND u.w > t.v)",
+                "t.k IN (SELECT k FROM u WHERE w > 0)", "t.k NOT IN (SELECT k FROM u)", "t.v > (SELECT AVG(w) FROM u)",
+                "t.v >= (SELECT MIN(w) FROM u WHERE u.k = t.k)",
+            )
+            return f"t WHERE {sub}", "t.", True
+        if shape < 0.9:
+            return f"(SELECT * FROM t WHERE {self.predicate()}) t", "t.", False
+        aggregated = "SELECT k, MAX(v) AS v, SUM(d) AS d, MIN(x) AS x, MAX(s) AS s, MIN(day) AS day, MIN(id) AS id FROM t GROUP BY k"
+        return f"({aggregated}) t", "t.", False
+
+    def where(self, has_where: bool, p: str) -> str:
+        if self.rng.random() < 0.5:
+            return ""
+        return f" {'AND' if has_where else 'WHERE'} {self.predicate(p)}"
+
+    def query(self) -> str:
+        shape = self.pick("select", "select", "aggregate", "aggregate", "global", "distinct", "set", "window", "top_k", "group_top")
+        return getattr(self, f"_{shape}")()
+
+    def _columns(self, p: str, n: int) -> list[str]:
+        makers = [self.number, self.number, self.text, lambda p: self.key(p), lambda p: self.pick(f"{p}x * 2.0", f"{p}day", f"{p}id")]
+        return [f"{self.rng.choice(makers)(p)} AS c{i}" for i in range(n)]
+
+    def _select(self) -> str:
+        source, p, has_where = self.source()
+        return f"SELECT {', '.join(self._columns(p, self.rng.randint(1, 4)))} FROM {source}{self.where(has_where, p)}"
+
+    def _aggregate(self) -> str:
+        source, p, has_where = self.source()
+        keys = self.rng.sample([self.key(p) for _ in range(3)], self.rng.randint(1, 2))
+        keys = list(dict.fromkeys(keys))
+        aggs = [f"{self.aggregate(p)} AS a{i}" for i in range(self.rng.randint(1, 3))]
+        having = f" HAVING {self.pick('COUNT(*) > 1', f'SUM({p}v) > 0', f'MAX({p}d) IS NOT NULL')}" if self.rng.random() < 0.3 else ""
+        select = [f"{k} AS g{i}" for i, k in enumerate(keys)] + aggs
+        return f"SELECT {', '.join(select)} FROM {source}{self.where(has_where, p)} GROUP BY {', '.join(keys)}{having}"
+
+    def _global(self) -> str:
+        source, p, has_where = self.source()
+        aggs = [f"{self.aggregate(p)} AS a{i}" for i in range(self.rng.randint(1, 3))]
+        return f"SELECT {', '.join(aggs)} FROM {source}{self.where(has_where, p)}"
+
+    def _distinct(self) -> str:
+        source, p, has_where = self.source()
+        return f"SELECT DISTINCT {', '.join(f'{self.key(p)} AS c{i}' for i in range(self.rng.randint(1, 2)))} FROM {source}{self.where(has_where, p)}"
+
+    def _set(self) -> str:
+        op = self.pick("UNION ALL", "UNION", "INTERSECT", "EXCEPT", "INTERSECT ALL", "EXCEPT ALL")
+        left = f"SELECT k, s AS name FROM t WHERE {self.predicate()}"
+        right = f"SELECT k, name FROM u{self.pick('', ' WHERE w > 0', ' WHERE name IS NOT NULL')}"
+        return f"{left} {op} {right}"
+
+    def _window(self) -> str:
+        source, p, has_where = self.source()
+        order = self.pick(f"{p}id", f"{p}v, {p}id", f"{p}d DESC, {p}id")
+        calls = self.rng.sample([
+            f"ROW_NUMBER() OVER (PARTITION BY {p}k ORDER BY {order}) AS rn",
+            f"RANK() OVER (PARTITION BY {p}k ORDER BY {p}v) AS rk",
+            f"SUM({p}v) OVER (PARTITION BY {p}k) AS total",
+            f"LAG({p}v) OVER (PARTITION BY {p}k ORDER BY {order}) AS before",
+            f"COUNT(*) OVER (PARTITION BY {p}s ORDER BY {order} ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) AS recent",
+        ], self.rng.randint(1, 2))
+        return f"SELECT {p}id AS id, {p}k AS k, {', '.join(calls)} FROM {source}{self.where(has_where, p)}"
+
+    def _top_k(self) -> str:
+        inner = self.pick(self._select, self._aggregate, self._distinct)()
+        columns = [c.split(" AS ")[-1] for c in _select_list(inner)]
+        order = ", ".join(f"{c} {self.pick('ASC', 'DESC')} NULLS {self.pick('FIRST', 'LAST')}" for c in columns)
+        return f"SELECT * FROM ({inner}) q ORDER BY {order} LIMIT {self.pick(1, 2, 3)}{self.pick('', ' OFFSET 1')}"
+
+    def _group_top(self) -> str:
+        source, p, has_where = self.source()
+        row = f"ROW_NUMBER() OVER (PARTITION BY {p}k ORDER BY {p}v DESC NULLS LAST, {p}id) AS r"
+        return f"SELECT id, k, v FROM (SELECT {p}id AS id, {p}k AS k, {p}v AS v, {row} FROM {source}{self.where(has_where, p)}) q WHERE r <= {self.pick(1, 2)}"
+
+
+def _select_list(sql: str) -> list[str]:
+    """The items of a generated query's outer SELECT (drawn without commas inside any item
+    but functions', which :func:`random_view` keeps out of top-k inputs by splitting on ' AS ')."""
+    head = sql[len("SELECT "):].removeprefix("DISTINCT ").split(" FROM ")[0]
+    items, depth, start = [], 0, 0
+    for i, c in enumerate(head):
+        depth += c == "("
+        depth -= c == ")"
+        if c == "," and depth == 0:
+            items.append(head[start:i].strip())
+            start = i + 1
+    return items + [head[start:].strip()]
+
+
+def random_view(rng: random.Random) -> str:
+    """One random query over ``t`` and ``u``."""
+    return _Query(rng).query()
