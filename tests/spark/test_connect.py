@@ -31,17 +31,22 @@ def test_the_session_server_is_recorded_and_reused(connect_server):
     assert status.returncode == 0 and f"{server.url} (pid {server.pid}" in status.stdout
 
 
-def test_a_client_session_attaches_to_it_and_runs_sql(connect_server):
+def test_a_client_session_attaches_to_it_and_runs_sql(connect_server, tmp_path):
     server, env = connect_server
     # A Connect session switches pyspark to Connect for the whole process: use a fresh one.
+    # Its session settings reach the server's file reads: Parquet's dictionary filter is off,
+    # so a −0.0 row passes x = 0 there too (see DEFAULT_CONF).
     code = (
+        "import pyarrow as pa, pyarrow.parquet as pq\n"
         "from ivm_assets.spark.session import get_spark, describe\n"
+        f"pq.write_table(pa.table({{'x': [-0.0, 1.5]}}), {str(tmp_path / 'z.parquet')!r})\n"
         "s = get_spark(remote='local')\n"
-        "print(describe(s), s.conf.get('spark.sql.session.timeZone'), s.range(5).count())\n"
+        "print(describe(s), s.conf.get('spark.sql.session.timeZone'), s.range(5).count(),\n"
+        f"      s.read.parquet({str(tmp_path / 'z.parquet')!r}).filter('x = 0').count())\n"
     )
     out = subprocess.run([sys.executable, "-c", code], env={**os.environ, **env}, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.split() == ["connect", server.url, "UTC", "5"]
+    assert out.stdout.split() == ["connect", server.url, "UTC", "5", "1"]
 
 
 def _wait_for_exec(pid: int, marker: str) -> None:
