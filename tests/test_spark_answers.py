@@ -315,21 +315,26 @@ def test_a_change_of_ansi_mode_recomputes_the_view(builder, spark):
 
 
 
-def test_a_negative_zero_equals_zero_in_filters_read_from_parquet(builder, engine):
-    """``x = 0`` and ``x IN (0.0, …)`` keep a row holding −0.0, as SQL's ``=`` does, whether
-    the rows come from a build's Parquet scan or a change in process. Found by the random
-    views (``SELECT x * 2.0 AS c FROM (SELECT * FROM t WHERE x = 0) t``): Parquet's
-    dictionary filter compared by Java's equals and dropped the row group in Spark's scan,
-    while the epochs in process kept it; ivm's Spark sessions turn that filter off."""
+def test_negative_zero_and_nan_pass_filters_as_spark_compares_them(builder, engine):
+    """``x = 0`` and ``x IN (0.0, …)`` keep a row holding −0.0, and ``x > 0`` one holding NaN
+    (above every value in Spark), whether the rows come from a build's Parquet scan or a
+    change in process. Found by the random views (``SELECT x * 2.0 AS c FROM (SELECT * FROM t
+    WHERE x = 0) t``; ``… JOIN … WHERE t.x > 0 GROUP BY t.s``): Parquet's dictionary filter
+    compares by Java's equals and its statistics leave NaN out, so Spark's scan skipped the
+    row group, while the epochs in process kept the rows (see ``delta.read.float_safe``)."""
     uri = builder.source("t", pa.table({"id": pa.array([1, 2], pa.int64()), "x": pa.array([-0.0, 1.5])}))
+    # A file whose statistics say −0.0 to 0.0 (NaN left out) and whose dictionary lacks 0.0.
+    write(uri, pa.table({"id": pa.array([3, 4], pa.int64()), "x": pa.array([NAN, -0.0])}), mode="append")
     builder.view("eq", "SELECT id, x * 2.0 AS y FROM (SELECT * FROM t WHERE x = 0) t")
     builder.view("listed", "SELECT id FROM t WHERE x IN (0.0, 7.0)")
+    builder.view("above", "SELECT id FROM t WHERE x > 0")
     project = builder.load()
     project.refresh()
-    assert [r[0] for r in output_rows(project, "eq")] == [1] and output_rows(project, "listed") == [(1,)]
+    assert [r[0] for r in output_rows(project, "eq")] == [1, 4] and output_rows(project, "listed") == [(1,), (4,)]
+    assert output_rows(project, "above") == [(2,), (3,)]
     assert_oracle(project, as_written=True)
-    write(uri, pa.table({"id": pa.array([3], pa.int64()), "x": pa.array([-0.0])}), mode="append")
+    write(uri, pa.table({"id": pa.array([5, 6], pa.int64()), "x": pa.array([-0.0, NAN])}), mode="append")
     update_rows(uri, set_sql={"x": "CAST('0.0' AS DOUBLE)"}, predicate="id = 1")
     project.refresh()
-    assert output_rows(project, "listed") == [(1,), (3,)]
+    assert output_rows(project, "listed") == [(1,), (4,), (5,)] and output_rows(project, "above") == [(2,), (3,), (6,)]
     assert_oracle(project, as_written=True)

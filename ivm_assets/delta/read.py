@@ -7,7 +7,7 @@ Python workers on an object store, see :mod:`ivm_assets.delta.executor_io`), cha
 from __future__ import annotations
 
 import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, DataFrameReader, SparkSession
 from pyspark.sql import functions as F
 
 from ivm_assets import uris
@@ -68,11 +68,30 @@ def _read_files(spark: SparkSession, snap: SnapshotFiles) -> DataFrame:
         # path as spelled.
         files = [file_key(f) for f in files]
     # An explicit schema spares Spark a job that reads every file footer to infer one.
-    reader = spark.read.schema(target)
+    reader = float_safe(spark.read.schema(target), schema)
     if partition_columns:
         local = uris.local_path(dt.table_uri)
         reader = reader.option("basePath", file_key(local) if local is not None else hadoop_mapping.hadoop_uri(dt.table_uri))
     return reader.parquet(*files).select(*[F.col(f"`{f.name}`") for f in target.fields])
+
+
+# Parquet's row-group and page filters compare FLOAT/DOUBLE otherwise than SQL does: the
+# dictionary and Bloom filters by Java's equals (−0.0 is not 0.0), the statistics by min/max
+# that leave NaN out (as the format says, and delta-rs writes them), though NaN is above
+# every value in Spark. Spark's scan then dropped rows its own filter keeps: a −0.0 row for
+# `x = 0`, a NaN row for `x > 0`; a build in Spark and an epoch in process disagreed.
+_FLOAT_UNSAFE_FILTERS = ("dictionary", "stats", "columnindex", "bloom")
+
+
+def float_safe(reader: DataFrameReader, schema: pa.Schema) -> DataFrameReader:
+    """``reader`` (of parquet files of ``schema``) with Parquet's own filters off when a
+    column is FLOAT or DOUBLE, so that a filter Spark pushes down never skips a row group or
+    page it would keep; Spark still applies every filter to each row. Set per read, on the
+    Hadoop configuration of this scan only (a Spark Connect server's too)."""
+    if any(pa.types.is_floating(f.type) for f in schema):
+        for kind in _FLOAT_UNSAFE_FILTERS:
+            reader = reader.option(f"parquet.filter.{kind}.enabled", "false")
+    return reader
 
 
 def data_files(snap: SnapshotFiles) -> list[executor_io.DataFile]:

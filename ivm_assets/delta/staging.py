@@ -24,7 +24,7 @@ from ivm_assets.delta import executor_io, storage, storage_errors
 from ivm_assets.delta.commit import Epoch, commit_epoch
 from ivm_assets.delta.handles import writable
 from ivm_assets.delta.properties import new_table_configuration
-from ivm_assets.delta.read import read_on_executors
+from ivm_assets.delta.read import float_safe, read_on_executors
 from ivm_assets.spark.arrow import arrow_schema as spark_to_arrow_schema, spark_schema
 from ivm_assets.testing import faults
 
@@ -143,7 +143,7 @@ def read_staged(spark: SparkSession, uri: str, files: StagedFiles) -> DataFrame:
     paths = [os.path.join(root, a.path) for a in files.actions]
     # With the schema given Spark neither infers it (a job reading a footer) nor guesses the
     # partition columns' types from the folder names.
-    rows = spark.read.schema(schema).option("basePath", root).parquet(*paths)
+    rows = float_safe(spark.read.schema(schema), files.schema).option("basePath", root).parquet(*paths)
     return rows.select(*[F.col(f"`{f.name}`") for f in schema.fields])
 
 

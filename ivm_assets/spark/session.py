@@ -59,12 +59,6 @@ DEFAULT_CONF: dict[str, str] = {
     # JVM round trips and a failed IPython import per call, ~0.1 s of a small refresh's
     # planning. Our errors name the view and the SQL construct instead.
     "spark.python.sql.dataFrameDebugging.enabled": "false",
-    # Parquet's dictionary filter skips a row group whose dictionary lacks the value asked
-    # for by Java's equals, for which −0.0 is not 0.0: `WHERE x = 0` then dropped a row
-    # holding −0.0 that SQL's `=` (Spark's own, in memory, and DuckDB's) keeps, so a build
-    # in Spark and an epoch in process disagreed. Row groups are still skipped by their
-    # statistics, which compare as SQL does.
-    "spark.hadoop.parquet.filter.dictionary.enabled": "false",
 }
 
 
@@ -198,7 +192,7 @@ def _connect(remote: str, conf: Mapping[str, str]) -> SparkSession:
             "or give them only where Spark runs in this process (`master`)."
         )
     settings = {k: v for k, v in {**DEFAULT_CONF, **conf}.items() if k.startswith("spark.sql.")}
-    for key, value in {**DEFAULT_CONF, **conf}.items():
+    for key, value in conf.items():
         if key.startswith("spark.hadoop."):
             # A session's settings reach the Hadoop configuration its file reads and writes
             # use, under their own names: `spark.hadoop.` is only SparkConf's way to say so.

@@ -34,19 +34,24 @@ def test_the_session_server_is_recorded_and_reused(connect_server):
 def test_a_client_session_attaches_to_it_and_runs_sql(connect_server, tmp_path):
     server, env = connect_server
     # A Connect session switches pyspark to Connect for the whole process: use a fresh one.
-    # Its session settings reach the server's file reads: Parquet's dictionary filter is off,
-    # so a −0.0 row passes x = 0 there too (see DEFAULT_CONF).
+    # Its reads reach the server with their options: Parquet's filters stay off for a table
+    # with DOUBLE columns, so −0.0 passes x = 0 and NaN passes x > 0 there too (read.float_safe).
+    table = str(tmp_path / "t")
     code = (
-        "import pyarrow as pa, pyarrow.parquet as pq\n"
+        "import pyarrow as pa\n"
+        "from ivm_assets.delta.read import read_snapshot\n"
+        "from ivm_assets.delta.write import create_table, write\n"
         "from ivm_assets.spark.session import get_spark, describe\n"
-        f"pq.write_table(pa.table({{'x': [-0.0, 1.5]}}), {str(tmp_path / 'z.parquet')!r})\n"
+        f"create_table({table!r}, pa.table({{'x': [1.0]}}))\n"
+        f"write({table!r}, pa.table({{'x': [float('nan'), -0.0]}}), mode='append')\n"
         "s = get_spark(remote='local')\n"
+        f"t = read_snapshot(s, {table!r})\n"
         "print(describe(s), s.conf.get('spark.sql.session.timeZone'), s.range(5).count(),\n"
-        f"      s.read.parquet({str(tmp_path / 'z.parquet')!r}).filter('x = 0').count())\n"
+        "      t.filter('x = 0').count(), t.filter('x > 0').count())\n"
     )
     out = subprocess.run([sys.executable, "-c", code], env={**os.environ, **env}, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.split() == ["connect", server.url, "UTC", "5", "1"]
+    assert out.stdout.split() == ["connect", server.url, "UTC", "5", "1", "2"]
 
 
 def _wait_for_exec(pid: int, marker: str) -> None:
