@@ -91,12 +91,18 @@ def _update(rng: random.Random, table: str) -> tuple[str, str]:
             return "NULL"
         if isinstance(value, str):
             return "'" + value + "'"
-        return repr(value) if not isinstance(value, float) else f"CAST('{value}' AS DOUBLE)"
+        if isinstance(value, float):
+            return f"CAST('{value}' AS DOUBLE)"
+        if isinstance(value, decimal.Decimal):
+            return f"CAST('{value}' AS DECIMAL(10, 2))"
+        if isinstance(value, dt.date):
+            return f"DATE '{value.isoformat()}'"
+        return str(value)
 
     if table == "u":
         column, values = rng.choice([("k", _K), ("w", _V), ("name", _NAMES)])
     else:
-        column, values = rng.choice([("k", _K), ("v", _V), ("x", _X), ("s", _S)])
+        column, values = rng.choice([("k", _K), ("v", _V), ("x", _X), ("s", _S), ("d", _D), ("day", _DAYS)])
     return column, sql(rng.choice(values))
 
 
@@ -121,6 +127,7 @@ class _Query:
         return self.pick(
             f"{p}s", f"upper({p}s)", f"concat({p}s, 'x')", f"substring({p}s, 1, 1)", f"COALESCE({p}s, '-')",
             f"CAST({p}v AS STRING)", f"trim({p}s)", f"CASE WHEN {p}s LIKE 'a%' THEN 'A' WHEN {p}s IS NULL THEN NULL ELSE 'other' END",
+            f"date_format({p}day, 'yyyy-MM')", f"CAST({p}day AS STRING)", f"CAST({p}d AS STRING)",
         )
 
     def predicate(self, p: str = "") -> str:
@@ -141,7 +148,10 @@ class _Query:
         )
 
     def key(self, p: str = "") -> str:
-        return self.pick(f"{p}k", f"{p}s", f"{p}x", f"{p}day", f"{p}k % 2", f"upper({p}s)", f"{p}v IS NULL")
+        return self.pick(
+            f"{p}k", f"{p}s", f"{p}x", f"{p}day", f"{p}k % 2", f"upper({p}s)", f"{p}v IS NULL", f"year({p}day)",
+            f"date_add({p}day, 3)", f"datediff({p}day, DATE '2000-01-01')", f"{p}d",
+        )
 
     # The FROM clause t's columns are read from (as ``p``-prefixed names), and whether it
     # ends in a WHERE of its own (a semi join's) that a filter joins with AND.
@@ -151,6 +161,8 @@ class _Query:
             return "t", "", False
         if shape < 0.55:
             return f"t JOIN u ON t.k = u.k{self.pick('', ' AND u.w > t.v', ' AND u.name <> t.s')}", "t.", False
+        if shape < 0.6:
+            return f"t JOIN u ON t.k = u.k JOIN u u2 ON u2.name = u.name{self.pick('', ' AND u2.uid <> u.uid')}", "t.", False
         if shape < 0.7:
             join = self.pick("LEFT JOIN", "RIGHT JOIN", "FULL JOIN")
             return f"t {join} u ON t.k = u.k{self.pick('', ' AND u.w > 0')}", "t.", False
@@ -172,7 +184,10 @@ class _Query:
         return f" {'AND' if has_where else 'WHERE'} {self.predicate(p)}"
 
     def query(self) -> str:
-        shape = self.pick("select", "select", "aggregate", "aggregate", "global", "distinct", "set", "window", "top_k", "group_top")
+        shape = self.pick(
+            "select", "select", "aggregate", "aggregate", "global", "distinct", "set", "window", "top_k", "group_top",
+            "cte_twice", "scalar_select",
+        )
         return getattr(self, f"_{shape}")()
 
     def _columns(self, p: str, n: int) -> list[str]:
@@ -231,6 +246,41 @@ class _Query:
         return f"SELECT id, k, v FROM (SELECT {p}id AS id, {p}k AS k, {p}v AS v, {row} FROM {source}{self.where(has_where, p)}) q WHERE r <= {self.pick(1, 2)}"
 
 
+    def _cte_twice(self) -> str:
+        cte = f"SELECT k, SUM(v) AS v, COUNT(*) AS n FROM t{self.where(False, '')} GROUP BY k"
+        on = self.pick("a.k = b.k + 1", "a.k = b.k AND a.v > b.n", "a.v = b.v")
+        return f"WITH c AS ({cte}) SELECT a.k AS k, a.v AS v, b.n AS n FROM c a JOIN c b ON {on}"
+
+    def _scalar_select(self) -> str:
+        sub = self.pick("(SELECT COUNT(*) FROM u WHERE u.k = t.k)", "(SELECT MAX(w) FROM u WHERE u.k = t.k)", "(SELECT SUM(w) FROM u)")
+        return f"SELECT t.id AS id, t.v AS v, {sub} AS n FROM t{self.where(False, 't.')}"
+
+    def layered(self, name: str, columns: list[str]) -> str:
+        """A view over the view ``name`` (of ``columns``)."""
+        c = self.rng.choice(columns)
+        return self.pick(
+            f"SELECT COUNT(*) AS n, COUNT({c}) AS m FROM {name}",
+            f"SELECT DISTINCT {c} AS c FROM {name}",
+            f"SELECT {c} AS c, COUNT(*) AS n FROM {name} GROUP BY {c}",
+            f"SELECT a.{c} AS c FROM {name} a JOIN {name} b ON a.{c} = b.{c}",
+            f"SELECT * FROM {name} WHERE {c} IS NOT NULL",
+            f"SELECT {c} AS c FROM {name} EXCEPT ALL SELECT {c} AS c FROM {name} WHERE {c} IS NULL",
+        )
+
+
+def output_columns(sql: str) -> list[str]:
+    """The output column names of a query :class:`_Query` drew."""
+    if sql.startswith("SELECT * FROM ("):
+        depth = 0
+        for i, c in enumerate(sql[len("SELECT * FROM ("):]):
+            depth += (c == "(") - (c == ")")
+            if depth < 0:
+                return output_columns(sql[len("SELECT * FROM ("):len("SELECT * FROM (") + i])
+    if sql.startswith("WITH "):
+        return ["k", "v", "n"]
+    return [item.split(" AS ")[-1].split(".")[-1] for item in _select_list(sql)]
+
+
 def _select_list(sql: str) -> list[str]:
     """The items of a generated query's outer SELECT (drawn without commas inside any item
     but functions', which :func:`random_view` keeps out of top-k inputs by splitting on ' AS ')."""
@@ -245,6 +295,16 @@ def _select_list(sql: str) -> list[str]:
     return items + [head[start:].strip()]
 
 
-def random_view(rng: random.Random) -> str:
-    """One random query over ``t`` and ``u``."""
-    return _Query(rng).query()
+def random_views(rng: random.Random, n: int) -> dict[str, str]:
+    """``n`` random queries named v0, v1, …: over ``t`` and ``u``, and one in five over an
+    earlier view (views over views)."""
+    views: dict[str, str] = {}
+    for i in range(n):
+        query = _Query(rng)
+        bases = [v for v, sql in views.items() if not sql.startswith("SELECT * FROM v")]
+        if bases and rng.random() < 0.2:
+            base = rng.choice(bases)
+            views[f"v{i}"] = query.layered(base, output_columns(views[base]))
+        else:
+            views[f"v{i}"] = query.query()
+    return views

@@ -16,7 +16,7 @@ import random
 from ivm_assets.engine.oracle import check_views
 from ivm_assets.spark.session import tuned_for
 from tests.operators.harness import epochs_alternating
-from tests.random_views import Changes, random_changes, random_view
+from tests.random_views import Changes, random_changes, random_views
 
 SEED = int(os.environ.get("IVM_RANDOM_VIEWS_SEED", "20261128"))
 VIEWS = int(os.environ.get("IVM_RANDOM_VIEWS", "12"))
@@ -35,7 +35,7 @@ def test_random_views_equal_spark_answers(builder):
     rng = random.Random(SEED)
     changes = Changes(rng)
     uris = {"t": builder.source("t", changes.initial("t", 14)), "u": builder.source("u", changes.initial("u", 6))}
-    views = {f"v{i}": random_view(rng) for i in range(VIEWS)}
+    views = random_views(rng, VIEWS)
     for name, sql in views.items():
         builder.view(name, sql)
     project = builder.load()
