@@ -186,7 +186,7 @@ class _Query:
     def query(self) -> str:
         shape = self.pick(
             "select", "select", "aggregate", "aggregate", "global", "distinct", "set", "window", "top_k", "group_top",
-            "cte_twice", "scalar_select",
+            "cte_twice", "scalar_select", "union_aggregates",
         )
         return getattr(self, f"_{shape}")()
 
@@ -203,7 +203,8 @@ class _Query:
         keys = self.rng.sample([self.key(p) for _ in range(3)], self.rng.randint(1, 2))
         keys = list(dict.fromkeys(keys))
         aggs = [f"{self.aggregate(p)} AS a{i}" for i in range(self.rng.randint(1, 3))]
-        having = f" HAVING {self.pick('COUNT(*) > 1', f'SUM({p}v) > 0', f'MAX({p}d) IS NOT NULL')}" if self.rng.random() < 0.3 else ""
+        condition = self.pick("COUNT(*) > 1", f"SUM({p}v) > 0", f"MAX({p}d) IS NOT NULL", f"SUM({p}v) > (SELECT AVG(w) FROM u)")
+        having = f" HAVING {condition}" if self.rng.random() < 0.3 else ""
         select = [f"{k} AS g{i}" for i, k in enumerate(keys)] + aggs
         return f"SELECT {', '.join(select)} FROM {source}{self.where(has_where, p)} GROUP BY {', '.join(keys)}{having}"
 
@@ -215,6 +216,10 @@ class _Query:
     def _distinct(self) -> str:
         source, p, has_where = self.source()
         return f"SELECT DISTINCT {', '.join(f'{self.key(p)} AS c{i}' for i in range(self.rng.randint(1, 2)))} FROM {source}{self.where(has_where, p)}"
+
+    def _union_aggregates(self) -> str:
+        op = self.pick("UNION ALL", "UNION", "EXCEPT")
+        return f"SELECT k, COUNT(*) AS n FROM t{self.where(False, '')} GROUP BY k {op} SELECT k, COUNT(*) AS n FROM u GROUP BY k"
 
     def _set(self) -> str:
         op = self.pick("UNION ALL", "UNION", "INTERSECT", "EXCEPT", "INTERSECT ALL", "EXCEPT ALL")
@@ -231,6 +236,10 @@ class _Query:
             f"SUM({p}v) OVER (PARTITION BY {p}k) AS total",
             f"LAG({p}v) OVER (PARTITION BY {p}k ORDER BY {order}) AS before",
             f"COUNT(*) OVER (PARTITION BY {p}s ORDER BY {order} ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) AS recent",
+            f"DENSE_RANK() OVER (ORDER BY {p}v) AS dr",
+            f"SUM({p}d) OVER (PARTITION BY {p}k ORDER BY {order}) AS running",
+            f"LEAD({p}s, 1, 'z') OVER (PARTITION BY {p}k ORDER BY {order}) AS after",
+            f"MIN({p}x) OVER (PARTITION BY {p}k) AS least",
         ], self.rng.randint(1, 2))
         return f"SELECT {p}id AS id, {p}k AS k, {', '.join(calls)} FROM {source}{self.where(has_where, p)}"
 
