@@ -10,8 +10,10 @@ batch and compares each with Spark's answer to its SQL as written, at the same s
 versions: a view that drifts from Spark under some change is a wrong answer, and its seed
 and SQL are in the failure message.
 
-Values stay where a query cannot fail (no overflow, no division by a column, no cast of
-text to a number), so every difference is the engine's, not an ANSI error's.
+With ANSI mode on (Spark 4's default), values stay where a query cannot fail (no overflow,
+no division by a column, no cast of text to a number), so every difference is the engine's,
+not an ANSI error's; with it off, those expressions are drawn too, and Spark's NULLs and
+wrapped values are the answer.
 """
 
 from __future__ import annotations
@@ -107,21 +109,29 @@ def _update(rng: random.Random, table: str) -> tuple[str, str]:
 
 
 class _Query:
-    """One query's drawing: its random source and the aliases it has used."""
+    """One query's drawing, from ``rng``; ``ansi``: whether Spark's ANSI mode is on, else
+    expressions that overflow, divide by zero or cast malformed text are drawn too (Spark
+    gives NULL or a wrapped value for them then)."""
 
-    def __init__(self, rng: random.Random) -> None:
+    def __init__(self, rng: random.Random, ansi: bool = True) -> None:
         self.rng = rng
+        self.ansi = ansi
 
     def pick(self, *options):
         return self.rng.choice(options)
 
     # Expressions over t's columns, each of one type family, each total (no ANSI error).
     def number(self, p: str = "") -> str:
-        return self.pick(
+        total = (
             f"{p}v", f"{p}k", f"{p}d", f"{p}v + 1", f"{p}v * 2", f"{p}d * 3", f"{p}d - {p}v", f"abs({p}v)",
             f"COALESCE({p}v, 0)", f"{p}v / 4", f"CASE WHEN {p}v > 0 THEN {p}d ELSE 0 END", f"{p}v % 3",
             f"round({p}d, 1)", f"greatest({p}v, {p}k)",
         )
+        failing = (
+            f"{p}v / {p}k", f"{p}k % {p}v", f"CAST({p}s AS INT)", f"{p}v * 3074457345618258602", f"CAST({p}d * 100 AS TINYINT)",
+            f"CAST({p}x AS INT)", f"{p}d / {p}v",
+        )
+        return self.pick(*total, *(() if self.ansi else failing))
 
     def text(self, p: str = "") -> str:
         return self.pick(
@@ -143,7 +153,7 @@ class _Query:
 
     def aggregate(self, p: str = "") -> str:
         return self.pick(
-            "COUNT(*)", f"COUNT({p}v)", f"SUM({p}v)", f"SUM({p}d)", f"AVG({p}d)", f"AVG({p}v)", f"MIN({p}s)", f"MAX({p}x)",
+            *(() if self.ansi else (f"SUM({p}v * 4611686018427387904)",)), "COUNT(*)", f"COUNT({p}v)", f"SUM({p}v)", f"SUM({p}d)", f"AVG({p}d)", f"AVG({p}v)", f"MIN({p}s)", f"MAX({p}x)",
             f"MIN({p}day)", f"COUNT(DISTINCT {p}k)", f"MAX({p}d)", f"SUM({p}x)", f"SUM({p}v * {p}d)",
         )
 
@@ -304,12 +314,12 @@ def _select_list(sql: str) -> list[str]:
     return items + [head[start:].strip()]
 
 
-def random_views(rng: random.Random, n: int) -> dict[str, str]:
+def random_views(rng: random.Random, n: int, *, ansi: bool = True) -> dict[str, str]:
     """``n`` random queries named v0, v1, …: over ``t`` and ``u``, and one in five over an
-    earlier view (views over views)."""
+    earlier view (views over views); ``ansi``: see :class:`_Query`."""
     views: dict[str, str] = {}
     for i in range(n):
-        query = _Query(rng)
+        query = _Query(rng, ansi)
         bases = [v for v, sql in views.items() if not sql.startswith("SELECT * FROM v")]
         if bases and rng.random() < 0.2:
             base = rng.choice(bases)
