@@ -26,7 +26,7 @@ import pyarrow as pa
 
 T = pa.schema([
     ("id", pa.int64()), ("k", pa.int32()), ("v", pa.int64()), ("d", pa.decimal128(10, 2)),
-    ("x", pa.float64()), ("s", pa.string()), ("day", pa.date32()),
+    ("x", pa.float64()), ("s", pa.string()), ("day", pa.date32()), ("ts", pa.timestamp("us", tz="UTC")), ("nt", pa.timestamp("us")),
 ])
 U = pa.schema([("uid", pa.int64()), ("k", pa.int32()), ("w", pa.int64()), ("name", pa.string())])
 SCHEMAS = {"t": T, "u": U}
@@ -40,6 +40,10 @@ _X = [-0.0, 0.0, 0.5, -1.25, 3.0, 1e10, float("nan"), None]
 _S = ["a", "b", "ab", "a ", "B", "é", "", None]
 _DAYS = [dt.date(1969, 12, 31), dt.date(1994, 1, 31), dt.date(2024, 2, 29), dt.date(2026, 11, 28), None]
 _NAMES = ["a", "b", "c", "é", None]
+# Instants around a DST change (New York's, 2024-03-10 07:00 UTC), midnight, and before 1970;
+# the same wall times without a zone.
+_TIMES = [dt.datetime(2024, 3, 10, 6, 59, 59), dt.datetime(2024, 3, 10, 7, 0), dt.datetime(1969, 12, 31, 23, 59, 59, 999999),
+          dt.datetime(2026, 11, 28, 0, 0), None]
 
 
 class Changes:
@@ -55,7 +59,10 @@ class Changes:
         self.next_id += 1
         self.live[table].append(i)
         if table == "t":
-            return {"id": i, "k": r.choice(_K), "v": r.choice(_V), "d": r.choice(_D), "x": r.choice(_X), "s": r.choice(_S), "day": r.choice(_DAYS)}
+            return {
+                "id": i, "k": r.choice(_K), "v": r.choice(_V), "d": r.choice(_D), "x": r.choice(_X), "s": r.choice(_S),
+                "day": r.choice(_DAYS), "ts": r.choice(_TIMES), "nt": r.choice(_TIMES),
+            }
         return {"uid": i, "k": r.choice(_K), "w": r.choice(_V), "name": r.choice(_NAMES)}
 
     def initial(self, table: str, n: int) -> pa.Table:
@@ -97,6 +104,8 @@ def _update(rng: random.Random, table: str) -> tuple[str, str]:
             return f"CAST('{value}' AS DOUBLE)"
         if isinstance(value, decimal.Decimal):
             return f"CAST('{value}' AS DECIMAL(10, 2))"
+        if isinstance(value, dt.datetime):
+            return f"TIMESTAMP '{value.isoformat(sep=' ')}'"
         if isinstance(value, dt.date):
             return f"DATE '{value.isoformat()}'"
         return str(value)
@@ -104,7 +113,7 @@ def _update(rng: random.Random, table: str) -> tuple[str, str]:
     if table == "u":
         column, values = rng.choice([("k", _K), ("w", _V), ("name", _NAMES)])
     else:
-        column, values = rng.choice([("k", _K), ("v", _V), ("x", _X), ("s", _S), ("d", _D), ("day", _DAYS)])
+        column, values = rng.choice([("k", _K), ("v", _V), ("x", _X), ("s", _S), ("d", _D), ("day", _DAYS), ("ts", _TIMES)])
     return column, sql(rng.choice(values))
 
 
@@ -137,14 +146,16 @@ class _Query:
         return self.pick(
             f"{p}s", f"upper({p}s)", f"concat({p}s, 'x')", f"substring({p}s, 1, 1)", f"COALESCE({p}s, '-')",
             f"CAST({p}v AS STRING)", f"trim({p}s)", f"CASE WHEN {p}s LIKE 'a%' THEN 'A' WHEN {p}s IS NULL THEN NULL ELSE 'other' END",
-            f"date_format({p}day, 'yyyy-MM')", f"CAST({p}day AS STRING)", f"CAST({p}d AS STRING)",
+            f"date_format({p}day, 'yyyy-MM')", f"CAST({p}day AS STRING)", f"CAST({p}d AS STRING)", f"CAST({p}ts AS STRING)",
+            f"CAST({p}nt AS STRING)", f"date_format({p}ts, 'yyyy-MM-dd HH:mm')",
         )
 
     def predicate(self, p: str = "") -> str:
         one = lambda: self.pick(  # noqa: E731 - a small grammar reads best inline
             f"{p}v > {self.pick(-1, 0, 2)}", f"{p}v IS NULL", f"{p}k IN (0, 1)", f"{p}s LIKE 'a%'", f"{p}s <> 'a '",
             f"{p}d BETWEEN 0 AND 10", f"{p}x > 0", f"{p}x = 0", f"isnan({p}x)", f"{p}day < DATE '1994-02-01' + INTERVAL 1 MONTH",
-            f"NOT ({p}k = 2)", f"{p}s IS NOT NULL", f"{p}v <=> {p}k",
+            f"NOT ({p}k = 2)", f"{p}s IS NOT NULL", f"{p}v <=> {p}k", f"{p}ts >= TIMESTAMP '2024-03-10 07:00:00'",
+            f"{p}nt < {p}ts", f"{p}ts < {p}day",
         )
         shape = self.rng.random()
         if shape < 0.6:
@@ -154,13 +165,15 @@ class _Query:
     def aggregate(self, p: str = "") -> str:
         return self.pick(
             *(() if self.ansi else (f"SUM({p}v * 4611686018427387904)",)), "COUNT(*)", f"COUNT({p}v)", f"SUM({p}v)", f"SUM({p}d)", f"AVG({p}d)", f"AVG({p}v)", f"MIN({p}s)", f"MAX({p}x)",
-            f"MIN({p}day)", f"COUNT(DISTINCT {p}k)", f"MAX({p}d)", f"SUM({p}x)", f"SUM({p}v * {p}d)",
+            f"MIN({p}day)", f"COUNT(DISTINCT {p}k)", f"MAX({p}d)", f"SUM({p}x)", f"SUM({p}v * {p}d)", f"MAX({p}ts)",
+            f"MIN({p}nt)",
         )
 
     def key(self, p: str = "") -> str:
         return self.pick(
             f"{p}k", f"{p}s", f"{p}x", f"{p}day", f"{p}k % 2", f"upper({p}s)", f"{p}v IS NULL", f"year({p}day)",
-            f"date_add({p}day, 3)", f"datediff({p}day, DATE '2000-01-01')", f"{p}d",
+            f"date_add({p}day, 3)", f"datediff({p}day, DATE '2000-01-01')", f"{p}d", f"hour({p}ts)", f"CAST({p}ts AS DATE)",
+            f"date_trunc('HOUR', {p}ts)", f"{p}nt", f"CAST({p}nt AS DATE)",
         )
 
     # The FROM clause t's columns are read from (as ``p``-prefixed names), and whether it
@@ -185,7 +198,10 @@ class _Query:
             return f"t WHERE {sub}", "t.", True
         if shape < 0.9:
             return f"(SELECT * FROM t WHERE {self.predicate()}) t", "t.", False
-        aggregated = "SELECT k, MAX(v) AS v, SUM(d) AS d, MIN(x) AS x, MAX(s) AS s, MIN(day) AS day, MIN(id) AS id FROM t GROUP BY k"
+        aggregated = (
+            "SELECT k, MAX(v) AS v, SUM(d) AS d, MIN(x) AS x, MAX(s) AS s, MIN(day) AS day, MIN(id) AS id, MAX(ts) AS ts, "
+            "MIN(nt) AS nt FROM t GROUP BY k"
+        )
         return f"({aggregated}) t", "t.", False
 
     def where(self, has_where: bool, p: str) -> str:

@@ -34,14 +34,20 @@ def _check(project, views: dict[str, str], when: str) -> None:
     )
 
 
-@pytest.fixture(params=["ansi on", "ansi off"])
+@pytest.fixture(params=["ansi on, UTC", "ansi off, New York"])
 def ansi(request, spark):
     """Both of Spark's modes: with ANSI off the views also overflow, divide by zero and cast
-    malformed text (each epoch records the mode, so the views are built under it)."""
-    before = spark.conf.get("spark.sql.ansi.enabled")
-    spark.conf.set("spark.sql.ansi.enabled", str(request.param == "ansi on").lower())
-    yield request.param == "ansi on"
-    spark.conf.set("spark.sql.ansi.enabled", before)
+    malformed text. The second run's session time zone is New York's, whose DST change
+    the timestamps straddle. Each epoch records both settings, so the views are built
+    under them."""
+    on = request.param.startswith("ansi on")
+    settings = {"spark.sql.ansi.enabled": str(on).lower(), "spark.sql.session.timeZone": "UTC" if on else "America/New_York"}
+    before = {key: spark.conf.get(key) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    yield on
+    for key, value in before.items():
+        spark.conf.set(key, value)
 
 
 def test_random_views_equal_spark_answers(builder, ansi):
