@@ -21,7 +21,8 @@ construct, which keeps that view's epochs in Spark. The rules:
   and NOT LIKE with a literal pattern (its escapes, ``\\`` or an ESCAPE character, read as
   Spark reads them), CASE (searched and simple), COALESCE and NULLIF; the operands of one
   comparison must be of one family (numbers, text, dates, …): Spark's implicit casts
-  between families ('1.0' = 1) are not mirrored;
+  between families ('1.0' = 1) are not mirrored, but for a DATE beside a TIMESTAMP or
+  TIMESTAMP_NTZ, compared as its midnight (in the session zone) in both engines;
 - ``/``: integers, and anything beside a DOUBLE, in double precision as Spark does; DECIMALs by :func:`~ivm_assets.local.division.spark_divide`, a
   Python function registered in DuckDB that rounds as Spark does (DuckDB itself divides
   DECIMALs in floating point). A division by zero fails here, and Spark decides;
@@ -37,8 +38,8 @@ construct, which keeps that view's epochs in Spark. The rules:
   ``startswith``/``endswith``/``contains``, ``trim`` of spaces, ``upper``/``lower`` of
   ASCII text;
 - numeric functions (:mod:`~ivm_assets.local.number_functions`): ``abs``,
-  ``round``/``bround``, ``floor``/``ceil``, ``%``, ``pmod``, ``greatest``/``least``; ``IF``, ``nvl2``
-  and ``try_divide``;
+  ``round``/``bround``, ``floor``/``ceil``, ``%``, ``pmod``, ``greatest``/``least``; ``IF``, ``nvl2``,
+  ``try_divide`` and ``isnan``;
 - window functions (the window operator's, :mod:`~ivm_assets.local.window_functions`):
   ROW_NUMBER, RANK, DENSE_RANK, LAG, LEAD, COUNT, SUM and AVG of integers and DECIMALs of
   up to 18 digits, MIN and MAX over the default frame or ROWS/RANGE frames without RANGE offsets,
@@ -64,7 +65,7 @@ from ivm_assets.local import division, number_functions
 from ivm_assets.local.division import decimal_divide, nonzero
 from ivm_assets.local.number_functions import NumberFunctions
 from ivm_assets.local.regex_functions import RegexFunctions
-from ivm_assets.local.sql_types import BOOL, DOUBLE, FAMILIES, INT_NAMES, NULL, SqlType, common_type
+from ivm_assets.local.sql_types import BOOL, DOUBLE, FAMILIES, INT_NAMES, NULL, SqlType, common_type, compared_type
 from ivm_assets.local.text_functions import TextFunctions
 from ivm_assets.local.untranslatable import Untranslatable
 from ivm_assets.local.window_functions import WindowFunctions
@@ -220,7 +221,7 @@ class _Translator(TextFunctions, RegexFunctions, DateFunctions, NumberFunctions,
 
     def _compare(self, node: exp.Binary) -> tuple[str, SqlType]:
         (left, lt), (right, rt) = self(node.this), self(node.expression)
-        if common_type([lt, rt], node.sql("spark")) == DOUBLE:
+        if compared_type([lt, rt], node.sql("spark")) == DOUBLE:
             # Compared as DOUBLEs, as Spark widens them: NaN equals NaN and is above every
             # other value, −0.0 equals 0.0, in both engines.
             left, right = f"CAST({left} AS DOUBLE)", f"CAST({right} AS DOUBLE)"
@@ -248,6 +249,12 @@ class _Translator(TextFunctions, RegexFunctions, DateFunctions, NumberFunctions,
         sql, _ = self._operand(node.this, "boolean", "NOT")
         return f"(NOT {sql})", BOOL
 
+    def visit_IsNan(self, node: exp.IsNan) -> tuple[str, SqlType]:
+        """``isnan(x)``: FALSE for NULL, as in Spark (DuckDB's is NULL); a number is cast to
+        DOUBLE first, as Spark casts it (never NaN)."""
+        x, _ = self._operand(node.this, ("number", "double", "float"), "isnan")
+        return f"COALESCE(isnan(CAST({x} AS DOUBLE)), FALSE)", BOOL
+
     def visit_Is(self, node: exp.Is) -> tuple[str, SqlType]:
         if not isinstance(node.expression, exp.Null):
             raise Untranslatable(f"IS {node.expression.sql('spark')}")
@@ -256,8 +263,8 @@ class _Translator(TextFunctions, RegexFunctions, DateFunctions, NumberFunctions,
 
     def visit_Between(self, node: exp.Between) -> tuple[str, SqlType]:
         (x, xt), (low, lt), (high, ht) = self(node.this), self(node.args["low"]), self(node.args["high"])
-        common_type([xt, lt], node.sql("spark"))
-        common_type([xt, ht], node.sql("spark"))
+        compared_type([xt, lt], node.sql("spark"))
+        compared_type([xt, ht], node.sql("spark"))
         return f"({x} BETWEEN {low} AND {high})", BOOL
 
     def visit_In(self, node: exp.In) -> tuple[str, SqlType]:
@@ -265,7 +272,7 @@ class _Translator(TextFunctions, RegexFunctions, DateFunctions, NumberFunctions,
             raise Untranslatable("IN over a subquery")
         x, xt = self(node.this)
         items = [self(e) for e in node.expressions]
-        common_type([xt, *(t for _, t in items)], node.sql("spark"))
+        compared_type([xt, *(t for _, t in items)], node.sql("spark"))
         return f"({x} IN ({', '.join(s for s, _ in items)}))", BOOL
 
     def visit_Like(self, node: exp.Like, escape: str = "\\") -> tuple[str, SqlType]:

@@ -101,6 +101,16 @@ def common_type(types: list[SqlType], what: str) -> SqlType:
     return SqlType("number", min(digits + scale, MAX_PRECISION), scale, integer=all(t.integer for t in known))
 
 
+def compared_type(types: list[SqlType], what: str) -> SqlType:
+    """The type values of ``types`` are compared as (``=``, ``<``, BETWEEN, IN): their
+    :func:`common_type`, but a DATE beside a TIMESTAMP or TIMESTAMP_NTZ is compared as that
+    timestamp (its midnight, in the session zone for a TIMESTAMP), as Spark casts it; DuckDB
+    casts it alike when the two meet in a comparison."""
+    if {t.family for t in types} - {"null"} == {"date", "timestamp"}:
+        return SqlType("timestamp")
+    return common_type(types, what)
+
+
 def widens_exactly(t: SqlType, what: str) -> None:
     """Refuse a DECIMAL that DuckDB might convert to DOUBLE differently from Spark.
 

@@ -27,6 +27,7 @@ NUMBERS = [
     "least(`day`, DATE'2000-01-01')", "greatest(`i`, NULL)", "greatest(-0.0, `f`)",
     "IF(`i` > 0, `i`, `b`)", "IF(`flag`, `d`, `f`)", "IF(`flag`, `s`, NULL)", "nvl2(`s`, `i`, `d`)",
     "try_divide(`i`, `b`)", "try_divide(`d`, `i`)", "try_divide(`f`, `d`)", "try_divide(`w`, `tiny`)",
+    "isnan(`f`)", "isnan(`r`)", "isnan(`i`)", "isnan(`d`)",
 ]
 TIMES = [
     "hour(`ts`)", "minute(`ts`)", "second(`ts`)", "hour(`ntz`)", "second(`ntz`)",
@@ -43,6 +44,9 @@ TIMES = [
     "date_format(`ts`, 'yyyy-MM-dd HH:mm:ss.SSS')", "date_format(`ntz`, 'HH:mm:ss.SSSSSS')",
     "CAST(`ts` AS STRING)", "CAST(`ntz` AS STRING)",
     "CAST(`day` AS TIMESTAMP)", "CAST(`ntz` AS TIMESTAMP)", "CAST(`ts` AS TIMESTAMP_NTZ)", "CAST(`day` AS TIMESTAMP_NTZ)",
+    # A DATE compared with a timestamp is its midnight (in the session zone beside a TIMESTAMP).
+    "`day` < `ts`", "`ts` >= `day`", "`day` = `ntz`", "`ntz` <= `day`", "`day` BETWEEN `ts` AND `ntz`",
+    "`ts` IN (`day`, DATE'2018-11-04')", "`day` <=> date_trunc('DAY', `ts`)",
 ]
 TEXTS = [
     "concat_ws('-', `s`, `u`)", "concat_ws(`u`, `s`, 'x')", "concat_ws(', ', `u`)",
