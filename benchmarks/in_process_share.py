@@ -10,7 +10,10 @@ process (DuckDB over Arrow), every answer equal to Spark's. This counts, it does
   TIMESTAMP_NTZ), in the America/New_York session zone;
 - **operators**: the 20 views of ``tests/operators/test_cancelling_changes.py`` (every
   operator: outer, semi and anti joins, NOT IN, set operations, windows, top-k) through
-  plain inserts, deletes and updates.
+  plain inserts, deletes and updates;
+- **random views**: ``--random-seeds`` seeds of ``tests/random_views.py``'s 25 random views
+  each (every incremental construct, over adversarial values) through 4 epochs of random
+  changes, ANSI on, in UTC.
 
 Each epoch is refreshed with the cost model free to choose (``IVM_SMALL_EPOCHS=auto``);
 every incremental epoch that reached an operator is counted "in process" or "spark: <why>".
@@ -26,6 +29,7 @@ import argparse
 import collections
 import itertools
 import json
+import random
 import sys
 import tempfile
 from pathlib import Path
@@ -43,6 +47,7 @@ from tests import test_text_and_time_answers as text_and_time  # noqa: E402
 from tests.conftest import ProjectBuilder  # noqa: E402
 from tests.operators import test_cancelling_changes as operators  # noqa: E402
 from tests.random_changes import SCHEMA, initial_table  # noqa: E402
+from tests.random_views import Changes, random_changes, random_views  # noqa: E402
 
 
 def _operator_corpus(builder: ProjectBuilder) -> list:
@@ -61,6 +66,20 @@ def _operator_corpus(builder: ProjectBuilder) -> list:
         [lambda: write(u, rows((60, 0, 4, 1.25, "a")), mode="append"), lambda: delete_rows(u, "id = 8")],
         [lambda: update_rows(t, set_sql={"k": "2"}, predicate="id = 50"), lambda: update_rows(u, set_sql={"k": "NULL"}, predicate="id = 9")],
     ]
+
+
+def _random_corpus(seed: int):
+    """25 random views over two small tables, and 4 epochs of random changes to them."""
+
+    def corpus(builder: ProjectBuilder) -> list:
+        rng = random.Random(seed)
+        changes = Changes(rng)
+        uris = {"t": builder.source("t", changes.initial("t", 14)), "u": builder.source("u", changes.initial("u", 6))}
+        for name, sql in random_views(rng, 25).items():
+            builder.view(name, sql)
+        return [[lambda: random_changes(rng, changes, uris)] for _ in range(4)]
+
+    return corpus
 
 
 def _count(project, counts: collections.Counter, reasons: collections.Counter, per_view: dict) -> None:
@@ -108,12 +127,15 @@ def measure(name: str, corpus, work: Path, spark) -> dict:
 
 
 def main() -> int:
-    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--random-seeds", type=int, default=3, help="seeds of 25 random views each (0: none)")
+    args = parser.parse_args()
     spark = get_spark()
     corpora = {
         "numbers": lambda b: (numbers.create_corpus(b), numbers.corpus_epochs(b))[1],
         "text and time": lambda b: (text_and_time.create_corpus(b), text_and_time.corpus_epochs(b))[1],
         "operators": _operator_corpus,
+        **{f"random views {seed}": _random_corpus(seed) for seed in range(1, args.random_seeds + 1)},
     }
     results = []
     with tempfile.TemporaryDirectory(prefix="ivm_in_process_share_") as work:
