@@ -317,17 +317,18 @@ def output_columns(sql: str) -> list[str]:
 
 
 def _select_list(sql: str) -> list[str]:
-    """The items of a generated query's outer SELECT (drawn without commas inside any item
-    but functions', which :func:`random_view` keeps out of top-k inputs by splitting on ' AS ')."""
-    head = sql[len("SELECT "):].removeprefix("DISTINCT ").split(" FROM ")[0]
+    """The items of a generated query's outer SELECT: split on the commas outside
+    parentheses, up to the FROM outside them."""
+    head = sql[len("SELECT "):].removeprefix("DISTINCT ")
     items, depth, start = [], 0, 0
     for i, c in enumerate(head):
-        depth += c == "("
-        depth -= c == ")"
-        if c == "," and depth == 0:
+        depth += (c == "(") - (c == ")")
+        if depth == 0 and c == ",":
             items.append(head[start:i].strip())
             start = i + 1
-    return items + [head[start:].strip()]
+        elif depth == 0 and head.startswith(" FROM ", i):
+            break
+    return items + [head[start:i].strip()]
 
 
 def random_views(rng: random.Random, n: int, *, ansi: bool = True) -> dict[str, str]:
