@@ -52,6 +52,8 @@ INITIAL = _rows(
     (8, None, "w", dt.date(2024, 2, 29), None, dt.datetime(2000, 1, 1, 12)),
     (9, "b%_c", "b", dt.date(1970, 1, 1), _ts(1970, 1, 1), dt.datetime(1970, 1, 1)),
     (10, "\u00df", "SS", dt.date(1582, 10, 4), _ts(2024, 3, 10, 7, 30), dt.datetime(2024, 3, 10, 7, 30)),
+    # 01:30 New York's second time (EST) beside the wall time 01:30, which Spark reads as the first (EDT).
+    (11, "c", "c", dt.date(2024, 11, 3), _ts(2024, 11, 3, 6, 30), dt.datetime(2024, 11, 3, 1, 30)),
 )
 
 VIEWS = {
@@ -81,6 +83,11 @@ VIEWS = {
     "WHERE d < CAST('1970-01-01' AS DATE) + INTERVAL 1 MONTH AND d BETWEEN DATE '0001-01-01' AND DATE '9999-12-31'",
     "timestamps": "SELECT ts, ntz, COUNT(*) AS n FROM text GROUP BY ts, ntz",
     "ltz_vs_ntz": "SELECT id FROM text WHERE ts = ntz OR ts < ntz",
+    # A wall time made an instant, and instants truncated, where New York's 01:00-02:00
+    # comes twice: Spark takes the earlier instant, and keeps an instant's offset when it
+    # truncates to the hour (found by the random views: DuckDB took the later instant).
+    "instants": "SELECT id, CAST(ntz AS TIMESTAMP) AS at, date_trunc('HOUR', ts) AS h, date_trunc('HOUR', ntz) AS hn, "
+    "date_trunc('DAY', ntz) AS dn, ntz BETWEEN ts AND ts AS within FROM text",
     "time_range": "SELECT MIN(ts) AS lo, MAX(ntz) AS hi, MIN(d) AS d0, MAX(d) AS d1 FROM text",
     # year/month/day/quarter of a TIMESTAMP: its date in the session zone (New York's here).
     "by_day": "SELECT CAST(ts AS DATE) AS day, year(ts) AS y, month(ts) AS m, dayofmonth(ts) AS dd, quarter(ts) AS q, COUNT(*) AS n "

@@ -45,14 +45,13 @@ from sqlglot import exp
 
 from ivm_assets.decimal_rules import MAX_PRECISION
 from ivm_assets.duckdb_names import string_literal
-from ivm_assets.local.sql_types import BOOL, DOUBLE, SqlType, duckdb_type, widens_exactly
+from ivm_assets.local.sql_types import BOOL, DOUBLE, SqlType, duckdb_type, wall_to_instant, widens_exactly
 from ivm_assets.local.untranslatable import Untranslatable
 
 _T = exp.DataType.Type
 _INTEGERS = {_T.TINYINT: 3, _T.SMALLINT: 5, _T.INT: 10, _T.BIGINT: 20}
 _STRING = SqlType("string")
-_TIMESTAMP = SqlType("timestamp")
-_TIMESTAMPS = {_T.TIMESTAMPTZ: "TIMESTAMPTZ", _T.TIMESTAMPLTZ: "TIMESTAMPTZ", _T.TIMESTAMPNTZ: "TIMESTAMP"}
+_TIMESTAMPS = {_T.TIMESTAMPTZ: SqlType("timestamp"), _T.TIMESTAMPLTZ: SqlType("timestamp"), _T.TIMESTAMPNTZ: SqlType("timestamp", wall=True)}
 _DATE = SqlType("date")
 # Strings read alike by both engines, as regular expressions over the whole string.
 _INTEGER_TEXT = "-?[0-9]+"
@@ -175,10 +174,17 @@ class Casts:
             return f"DATE '{day.isoformat()}'", _DATE
         what = f"the cast {node.sql('spark')}"
         if node.to.this in _TIMESTAMPS:
-            # A DATE is its midnight, a TIMESTAMP_NTZ its wall time, a TIMESTAMP its wall
-            # time as TIMESTAMP_NTZ, in the session zone: DuckDB's casts read it as Spark's do.
+            # To a TIMESTAMP_NTZ: a DATE is its midnight, a TIMESTAMP its wall time in the
+            # session zone (DuckDB's casts give them as Spark's do). To a TIMESTAMP: a DATE's
+            # midnight or a TIMESTAMP_NTZ's wall time is an instant in the session zone, by
+            # Java's rule for overlaps and gaps (wall_to_instant).
             x, t = self._operand(node.this, ("date", "timestamp"), what)
-            return f"CAST({x} AS {_TIMESTAMPS[node.to.this]})", _TIMESTAMP
+            target = _TIMESTAMPS[node.to.this]
+            if target.wall:
+                return (x if t.wall else f"CAST({x} AS TIMESTAMP)"), target
+            if t.family == "timestamp" and not t.wall:
+                return x, target
+            return wall_to_instant(x if t.wall else f"CAST({x} AS TIMESTAMP)"), target
         target = _target(node.to, what)
         return self._cast(node.this, target, what), target
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from ivm_assets.duckdb_names import string_literal
-from ivm_assets.local.sql_types import SqlType
+from ivm_assets.local.sql_types import SqlType, wall_to_instant
 from ivm_assets.local.untranslatable import Untranslatable
 
 _INT = SqlType("number", 10, 0, integer=True)
@@ -94,9 +94,12 @@ class DateFunctions:
 
     def _instant(self, node: exp.Expression, what: str) -> str:
         """``node``, a DATE or a TIMESTAMP, as a TIMESTAMP in the session zone: a DATE its
-        midnight there, a TIMESTAMP_NTZ its wall time there, as Spark casts them."""
-        x, _ = self._operand(node, ("date", "timestamp"), what)
-        return f"CAST({x} AS TIMESTAMPTZ)"
+        midnight there, a TIMESTAMP_NTZ its wall time there, as Spark casts them
+        (:func:`~ivm_assets.local.sql_types.wall_to_instant`)."""
+        x, t = self._operand(node, ("date", "timestamp"), what)
+        if t.family == "timestamp" and not t.wall:
+            return x
+        return wall_to_instant(x if t.wall else f"CAST({x} AS TIMESTAMP)")
 
     def _date_part(self, arg: exp.Expression, part: str) -> tuple[str, SqlType]:
         """``year``/``month``/… of ``arg``, a DATE, or a TIMESTAMP's date (:meth:`_day`).
@@ -175,9 +178,17 @@ class DateFunctions:
         return f"(CASE WHEN {ts} IS NULL THEN NULL WHEN year({ts}) BETWEEN 1 AND 9999 THEN strftime({ts}, {form}) ELSE {guard} END)", SqlType("string")
 
     def visit_TimestampTrunc(self, node: exp.TimestampTrunc) -> tuple[str, SqlType]:
-        """``date_trunc(unit, x)``: a TIMESTAMP (:meth:`_instant`), truncated in the session zone."""
+        """``date_trunc(unit, x)``: a TIMESTAMP (:meth:`_instant`), truncated in the session
+        zone as Spark truncates it: to a day or longer, the start of that day (its earliest
+        instant, where midnight comes twice); to an hour or shorter, the instant that much
+        earlier, so its offset is kept (Java's ``ZonedDateTime.truncatedTo``). DuckDB's own
+        truncation takes the later offset where the truncated wall time comes twice."""
         unit = _unit(node.args.get("unit"), _TIME_UNITS, "DATE_TRUNC")
-        return f"date_trunc('{unit}', {self._instant(node.this, 'DATE_TRUNC')})", SqlType("timestamp")
+        x = self._instant(node.this, "DATE_TRUNC")
+        wall = f"CAST({x} AS TIMESTAMP)"
+        if unit in ("hour", "minute", "second", "millisecond", "microsecond"):
+            return f"({x} - ({wall} - date_trunc('{unit}', {wall})))", SqlType("timestamp")
+        return wall_to_instant(f"date_trunc('{unit}', {wall})"), SqlType("timestamp")
 
     def visit_Year(self, node: exp.Year) -> tuple[str, SqlType]:
         return self._date_part(node.this, "year")

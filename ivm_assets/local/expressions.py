@@ -21,8 +21,9 @@ construct, which keeps that view's epochs in Spark. The rules:
   and NOT LIKE with a literal pattern (its escapes, ``\\`` or an ESCAPE character, read as
   Spark reads them), CASE (searched and simple), COALESCE and NULLIF; the operands of one
   comparison must be of one family (numbers, text, dates, …): Spark's implicit casts
-  between families ('1.0' = 1) are not mirrored, but for a DATE beside a TIMESTAMP or
-  TIMESTAMP_NTZ, compared as its midnight (in the session zone) in both engines;
+  between families ('1.0' = 1) are not mirrored, but DATEs, TIMESTAMP_NTZs and TIMESTAMPs
+  are compared as Spark compares them: as instants in the session zone beside a TIMESTAMP
+  (a wall time that comes twice as its earlier instant), a DATE as its midnight;
 - ``/``: integers, and anything beside a DOUBLE, in double precision as Spark does; DECIMALs by :func:`~ivm_assets.local.division.spark_divide`, a
   Python function registered in DuckDB that rounds as Spark does (DuckDB itself divides
   DECIMALs in floating point). A division by zero fails here, and Spark decides;
@@ -65,7 +66,7 @@ from ivm_assets.local import division, number_functions
 from ivm_assets.local.division import decimal_divide, nonzero
 from ivm_assets.local.number_functions import NumberFunctions
 from ivm_assets.local.regex_functions import RegexFunctions
-from ivm_assets.local.sql_types import BOOL, DOUBLE, FAMILIES, INT_NAMES, NULL, SqlType, common_type, compared_type
+from ivm_assets.local.sql_types import BOOL, DOUBLE, FAMILIES, INT_NAMES, NULL, SqlType, as_compared, common_type, compared_type
 from ivm_assets.local.text_functions import TextFunctions
 from ivm_assets.local.untranslatable import Untranslatable
 from ivm_assets.local.window_functions import WindowFunctions
@@ -221,10 +222,12 @@ class _Translator(TextFunctions, RegexFunctions, DateFunctions, NumberFunctions,
 
     def _compare(self, node: exp.Binary) -> tuple[str, SqlType]:
         (left, lt), (right, rt) = self(node.this), self(node.expression)
-        if compared_type([lt, rt], node.sql("spark")) == DOUBLE:
+        compared = compared_type([lt, rt], node.sql("spark"))
+        if compared == DOUBLE:
             # Compared as DOUBLEs, as Spark widens them: NaN equals NaN and is above every
             # other value, −0.0 equals 0.0, in both engines.
             left, right = f"CAST({left} AS DOUBLE)", f"CAST({right} AS DOUBLE)"
+        left, right = as_compared(left, lt, compared), as_compared(right, rt, compared)
         return f"({left} {_COMPARISONS[type(node)]} {right})", BOOL
 
     visit_EQ = visit_NEQ = visit_LT = visit_LTE = visit_GT = visit_GTE = visit_NullSafeEQ = _compare
@@ -263,8 +266,8 @@ class _Translator(TextFunctions, RegexFunctions, DateFunctions, NumberFunctions,
 
     def visit_Between(self, node: exp.Between) -> tuple[str, SqlType]:
         (x, xt), (low, lt), (high, ht) = self(node.this), self(node.args["low"]), self(node.args["high"])
-        compared_type([xt, lt], node.sql("spark"))
-        compared_type([xt, ht], node.sql("spark"))
+        compared = compared_type([xt, lt, ht], node.sql("spark"))
+        x, low, high = as_compared(x, xt, compared), as_compared(low, lt, compared), as_compared(high, ht, compared)
         return f"({x} BETWEEN {low} AND {high})", BOOL
 
     def visit_In(self, node: exp.In) -> tuple[str, SqlType]:
@@ -272,8 +275,9 @@ class _Translator(TextFunctions, RegexFunctions, DateFunctions, NumberFunctions,
             raise Untranslatable("IN over a subquery")
         x, xt = self(node.this)
         items = [self(e) for e in node.expressions]
-        compared_type([xt, *(t for _, t in items)], node.sql("spark"))
-        return f"({x} IN ({', '.join(s for s, _ in items)}))", BOOL
+        compared = compared_type([xt, *(t for _, t in items)], node.sql("spark"))
+        x, listed = as_compared(x, xt, compared), [as_compared(s, t, compared) for s, t in items]
+        return f"({x} IN ({', '.join(listed)}))", BOOL
 
     def visit_Like(self, node: exp.Like, escape: str = "\\") -> tuple[str, SqlType]:
         """LIKE with a literal pattern (sqlglot has read the literal's string escapes as Spark

@@ -103,6 +103,8 @@ def _arrow(t: SqlType) -> pa.DataType:
     (floats are normalised, NULLs typed): its width for numbers, its family otherwise."""
     if t.family == "number":
         return _INTEGERS.get(t.precision, _BIGINT) if t.integer else pa.decimal128(t.precision, t.scale)
+    if t.family == "timestamp" and t.wall:
+        return pa.timestamp("us")
     return _FAMILY_TYPES.get(t.family, pa.string())
 
 

@@ -27,6 +27,8 @@ class SqlType:
     # An integer literal's own digits: Spark gives it DECIMAL(digits, 0) beside a DECIMAL
     # (spark.sql.legacy.literal.pickMinimumPrecision, on by default), a column its type's.
     literal_digits: int = 0
+    # A TIMESTAMP_NTZ: a wall time, which becomes an instant only in the session zone.
+    wall: bool = False
 
     def as_decimal(self) -> tuple[int, int]:
         """(precision, scale) of this number as Spark's DECIMAL arithmetic sees it."""
@@ -72,7 +74,7 @@ def arrow_type(t: pa.DataType) -> SqlType:
     if pa.types.is_date32(t):
         return SqlType("date")
     if pa.types.is_timestamp(t):
-        return SqlType("timestamp")
+        return SqlType("timestamp", wall=t.tz is None)
     if pa.types.is_boolean(t):
         return BOOL
     if pa.types.is_float64(t):
@@ -94,6 +96,8 @@ def common_type(types: list[SqlType], what: str) -> SqlType:
         return DOUBLE  # Spark widens integers and DECIMALs to DOUBLE beside a DOUBLE
     if len(families) > 1:
         raise Untranslatable(f"{what} compares or mixes {' and '.join(sorted(families))} (Spark casts implicitly)")
+    if len({t.wall for t in known}) > 1:
+        raise Untranslatable(f"{what} mixes TIMESTAMP and TIMESTAMP_NTZ (Spark casts implicitly)")
     if known[0].family != "number":
         return known[0]
     scale = max(t.scale for t in known)
@@ -103,12 +107,39 @@ def common_type(types: list[SqlType], what: str) -> SqlType:
 
 def compared_type(types: list[SqlType], what: str) -> SqlType:
     """The type values of ``types`` are compared as (``=``, ``<``, BETWEEN, IN): their
-    :func:`common_type`, but a DATE beside a TIMESTAMP or TIMESTAMP_NTZ is compared as that
-    timestamp (its midnight, in the session zone for a TIMESTAMP), as Spark casts it; DuckDB
-    casts it alike when the two meet in a comparison."""
-    if {t.family for t in types} - {"null"} == {"date", "timestamp"}:
-        return SqlType("timestamp")
+    :func:`common_type`, but DATEs, TIMESTAMP_NTZs and TIMESTAMPs together are compared as
+    the widest: a DATE as its midnight, and beside a TIMESTAMP each as an instant in the
+    session zone (see :func:`as_compared`)."""
+    known = [t for t in types if t.family != "null"]
+    if known and {t.family for t in known} <= {"date", "timestamp"} and len({(t.family, t.wall) for t in known}) > 1:
+        instant = any(t.family == "timestamp" and not t.wall for t in known)
+        return SqlType("timestamp", wall=not instant)
     return common_type(types, what)
+
+
+def as_compared(x: str, t: SqlType, compared: SqlType) -> str:
+    """``x``, a value of type ``t``, as it is compared with values of the :func:`compared_type`
+    ``compared``: a DATE or TIMESTAMP_NTZ beside a TIMESTAMP as its instant in the session
+    zone (:func:`wall_to_instant`); a DATE beside a TIMESTAMP_NTZ as its midnight (DuckDB's
+    cast); anything else as it is."""
+    if compared.family != "timestamp" or (t.family, t.wall) == ("timestamp", compared.wall) or t.family == "null":
+        return x
+    if compared.wall:
+        return f"CAST({x} AS TIMESTAMP)"
+    return wall_to_instant(x if t.family == "timestamp" else f"CAST({x} AS TIMESTAMP)")
+
+
+def wall_to_instant(x: str) -> str:
+    """``x``, a DuckDB TIMESTAMP (a wall time), as the TIMESTAMPTZ Spark makes of it in the
+    session zone (the DuckDB connection's): Java's ``ZonedDateTime.of``, which takes the
+    earlier offset for a wall time that occurs twice (a daylight-saving overlap) and moves a
+    wall time in a gap forward by the gap. DuckDB's own cast agrees in gaps but takes the
+    later offset in overlaps; the same wall time read three hours earlier and moved three
+    hours on is the earlier instant when it shows the same wall time (an overlap of up to
+    three hours), and is taken when it is earlier."""
+    later = f"CAST({x} AS TIMESTAMPTZ)"
+    earlier = f"(CAST({x} - INTERVAL 3 HOUR AS TIMESTAMPTZ) + INTERVAL 3 HOUR)"
+    return f"(CASE WHEN CAST({earlier} AS TIMESTAMP) = {x} AND {earlier} < {later} THEN {earlier} ELSE {later} END)"
 
 
 def widens_exactly(t: SqlType, what: str) -> None:

@@ -36,6 +36,10 @@ _TIMES = [
     # York's at 02:00 on 2024-03-10; India is 5:30 ahead; 1800 is before standard time.
     dt.datetime(2018, 11, 4, 3, 30), dt.datetime(2018, 11, 4, 2, 59, 59, 999999), dt.datetime(2024, 3, 10, 7, 30),
     dt.datetime(2024, 12, 31, 23, 45, 30, 500000), dt.datetime(1800, 6, 1, 12, 0), dt.datetime(2021, 1, 3, 4, 0),
+    # São Paulo's daylight time ended at midnight on 2018-02-18 (back to 23:00): 23:30 on
+    # the 17th came twice, at 01:30 and 02:30 UTC; and a TIMESTAMP_NTZ of 23:30 (hours
+    # + 19, below), which Spark reads as the earlier of the two.
+    dt.datetime(2018, 2, 18, 1, 30), dt.datetime(2018, 2, 18, 2, 30), dt.datetime(2018, 2, 17, 4, 30),
 ]
 ROWS = pa.table({
     "s": pa.array(TEXT, pa.string()),

@@ -47,6 +47,8 @@ TIMES = [
     # A DATE compared with a timestamp is its midnight (in the session zone beside a TIMESTAMP).
     "`day` < `ts`", "`ts` >= `day`", "`day` = `ntz`", "`ntz` <= `day`", "`day` BETWEEN `ts` AND `ntz`",
     "`ts` IN (`day`, DATE'2018-11-04')", "`day` <=> date_trunc('DAY', `ts`)",
+    "`ntz` < `ts`", "`ts` = `ntz`", "`ts` BETWEEN `day` AND `ntz`", "`ntz` IN (`ts`, `day`)", "date_trunc('HOUR', `ntz`)",
+    "CAST(date_trunc('HOUR', `ntz`) AS STRING)", "date_format(`ntz`, 'yyyy-MM-dd HH:mm')",
 ]
 TEXTS = [
     "concat_ws('-', `s`, `u`)", "concat_ws(`u`, `s`, 'x')", "concat_ws(', ', `u`)",
@@ -145,6 +147,8 @@ def test_doubles_nearest_a_tie_are_left_to_spark(answers):
         ("`s` RLIKE `u`", "RLIKE with a pattern other than a string literal"),
         ("regexp_extract(`s`, '(a)', `i`)", "REGEXP_EXTRACT with a group other than a literal"),
         ("instr(`i`, '1')", "INSTR/LOCATE over a number"),
+        ("COALESCE(`ntz`, `ts`)", "mixes TIMESTAMP and TIMESTAMP_NTZ"),
+        ("greatest(`ts`, `ntz`)", "mixes TIMESTAMP and TIMESTAMP_NTZ"),
     ],
 )
 def test_functions_outside_the_rules_are_refused(sql, construct):
