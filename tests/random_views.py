@@ -40,10 +40,12 @@ _X = [-0.0, 0.0, 0.5, -1.25, 3.0, 1e10, float("nan"), None]
 _S = ["a", "b", "ab", "a ", "B", "é", "", None]
 _DAYS = [dt.date(1969, 12, 31), dt.date(1994, 1, 31), dt.date(2024, 2, 29), dt.date(2026, 11, 28), None]
 _NAMES = ["a", "b", "c", "é", None]
-# Instants around a DST change (New York's, 2024-03-10 07:00 UTC), midnight, and before 1970;
-# the same wall times without a zone.
+# Instants around New York's DST changes (the gap at 2024-03-10 07:00 UTC; 01:30 twice on
+# 2024-11-03, at 05:30 and 06:30 UTC), midnight, and before 1970; the same wall times
+# without a zone (01:30 on 2024-11-03 among them).
 _TIMES = [dt.datetime(2024, 3, 10, 6, 59, 59), dt.datetime(2024, 3, 10, 7, 0), dt.datetime(1969, 12, 31, 23, 59, 59, 999999),
-          dt.datetime(2026, 11, 28, 0, 0), None]
+          dt.datetime(2026, 11, 28, 0, 0), dt.datetime(2024, 11, 3, 5, 30), dt.datetime(2024, 11, 3, 6, 30),
+          dt.datetime(2024, 11, 3, 1, 30), None]
 
 
 class Changes:
