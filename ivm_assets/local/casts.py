@@ -41,6 +41,9 @@ by default (``spark.sql.preserveCharVarcharTypeInfo`` off).
 
 from __future__ import annotations
 
+import datetime as dt
+import re
+
 from sqlglot import exp
 
 from ivm_assets.decimal_rules import MAX_PRECISION
@@ -57,6 +60,9 @@ _DATE = SqlType("date")
 _INTEGER_TEXT = "-?[0-9]+"
 _DOUBLE_TEXT = "-?[0-9]+(\\.[0-9]+)?([eE][-+]?[0-9]+)?"
 _DATE_TEXT = "[1-9][0-9]{3}-[0-9]{2}-[0-9]{2}"
+# A timestamp literal both engines read alike: a date, then hours and minutes, seconds and
+# up to six digits of a fraction, each optional after the one before.
+_TIMESTAMP_LITERAL = re.compile(_DATE_TEXT + r"( [0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,6})?)?)?")
 # Spark's words for TRUE and FALSE (StringUtils.isTrueString/isFalseString, after trimming
 # and lower-casing, which these forms do not need).
 _TRUE_WORDS, _FALSE_WORDS = ("t", "true", "y", "yes", "1"), ("f", "false", "n", "no", "0")
@@ -173,6 +179,8 @@ class Casts:
         if day is not None:
             return f"DATE '{day.isoformat()}'", _DATE
         what = f"the cast {node.sql('spark')}"
+        if node.to.this in _TIMESTAMPS and isinstance(node.this, exp.Literal) and node.this.is_string:
+            return self._timestamp_literal(node.this.this, _TIMESTAMPS[node.to.this], what)
         if node.to.this in _TIMESTAMPS:
             # To a TIMESTAMP_NTZ: a DATE is its midnight, a TIMESTAMP its wall time in the
             # session zone (DuckDB's casts give them as Spark's do). To a TIMESTAMP: a DATE's
@@ -189,6 +197,21 @@ class Casts:
         return self._cast(node.this, target, what), target
 
     visit_TryCast = visit_Cast
+
+    @staticmethod
+    def _timestamp_literal(text: str, target: SqlType, what: str) -> tuple[str, SqlType]:
+        """``TIMESTAMP 'text'`` (or a cast of that string): a wall time, made an instant in
+        the session zone as Spark makes it (:func:`wall_to_instant`) unless the target is a
+        TIMESTAMP_NTZ. Only the plain forms of :data:`_TIMESTAMP_LITERAL` that name a real
+        date and time; Spark decides the others."""
+        if not _TIMESTAMP_LITERAL.fullmatch(text):
+            raise Untranslatable(f"{what}: a timestamp text other than yyyy-mm-dd[ hh:mm[:ss[.ffffff]]]")
+        try:
+            dt.datetime.fromisoformat(text + ("0" * (26 - len(text)) if "." in text else ""))
+        except ValueError:
+            raise Untranslatable(f"{what}: not a real date and time (Spark decides)") from None
+        wall = f"TIMESTAMP '{text}'"
+        return (wall if target.wall else wall_to_instant(wall)), target
 
     def _to_date(self, args: list[exp.Expression]) -> tuple[str, SqlType]:
         """``to_date(x)``: Spark's cast of ``x`` to DATE (parsed as written, see

@@ -11,6 +11,7 @@ construct, which keeps that view's epochs in Spark. The rules:
   comparisons and ``+ − ×`` (IEEE in both engines; an integer or DECIMAL beside a DOUBLE is
   widened to DOUBLE, as Spark does), not ``/`` (Spark's division by zero);
 - literals: integers, decimals, strings without backslashes, ``CAST('yyyy-mm-dd' AS DATE)``,
+  ``TIMESTAMP 'yyyy-mm-dd hh:mm:ss'`` (a wall time in the session zone, :mod:`~ivm_assets.local.casts`),
   TRUE/FALSE/NULL; a date literal plus or minus an ``INTERVAL n DAY|WEEK|MONTH|YEAR`` is
   folded here with Spark's rule (months clamp to the month's last day);
 - ``+ - *`` and unary minus over numbers. Spark types DECIMAL results by its own rules

@@ -49,6 +49,11 @@ TIMES = [
     "`ts` IN (`day`, DATE'2018-11-04')", "`day` <=> date_trunc('DAY', `ts`)",
     "`ntz` < `ts`", "`ts` = `ntz`", "`ts` BETWEEN `day` AND `ntz`", "`ntz` IN (`ts`, `day`)", "date_trunc('HOUR', `ntz`)",
     "CAST(date_trunc('HOUR', `ntz`) AS STRING)", "date_format(`ntz`, 'yyyy-MM-dd HH:mm')",
+    # Timestamp literals: wall times made instants in the session zone (23:30 on 2018-02-17
+    # comes twice in São Paulo; 00:30 on 2018-11-04 never does).
+    "TIMESTAMP '2018-02-17 23:30:00' = `ts`", "`ts` < TIMESTAMP '2018-02-17 23:30'", "`ts` >= CAST('2018-11-04 00:30:00.25' AS TIMESTAMP)",
+    "`ntz` <= TIMESTAMP_NTZ '2018-02-17 23:30:00'", "date_trunc('HOUR', TIMESTAMP '2018-02-17 23:30:00') < `ts`",
+    "`day` < TIMESTAMP '1994-01-01 12:00'",
 ]
 TEXTS = [
     "concat_ws('-', `s`, `u`)", "concat_ws(`u`, `s`, 'x')", "concat_ws(', ', `u`)",
@@ -148,6 +153,8 @@ def test_doubles_nearest_a_tie_are_left_to_spark(answers):
         ("regexp_extract(`s`, '(a)', `i`)", "REGEXP_EXTRACT with a group other than a literal"),
         ("instr(`i`, '1')", "INSTR/LOCATE over a number"),
         ("COALESCE(`ntz`, `ts`)", "mixes TIMESTAMP and TIMESTAMP_NTZ"),
+        ("`ts` < TIMESTAMP '2018-02-17T23:30:00'", "a timestamp text other than"),
+        ("`ts` < TIMESTAMP '2023-02-29 00:00:00'", "not a real date and time"),
         ("greatest(`ts`, `ntz`)", "mixes TIMESTAMP and TIMESTAMP_NTZ"),
     ],
 )
