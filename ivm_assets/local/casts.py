@@ -27,14 +27,17 @@ The rules, from a value of:
   ``NaN``, out of range, an invalid day) fails;
 - a DATE: to STRING (``yyyy-mm-dd``, years 1000 to 9999); a TIMESTAMP: to DATE (its date in
   the session zone, the connection's; a TIMESTAMP_NTZ's date part) or to STRING (years 1 to
-  9999); a DATE or either TIMESTAMP to TIMESTAMP or TIMESTAMP_NTZ (in the session zone);
+  9999); a DATE or either TIMESTAMP to TIMESTAMP or TIMESTAMP_NTZ (in the session zone, a
+  wall time that comes twice as its earlier instant, as Java resolves it);
+- a string literal ``yyyy-mm-dd[ hh:mm[:ss[.ffffff]]]`` to TIMESTAMP or TIMESTAMP_NTZ
+  (``TIMESTAMP '…'`` is that cast), a wall time made an instant alike;
 - a BOOLEAN: to STRING (``true``/``false``), to integers and DOUBLE (1 and 0);
 - to BOOLEAN: a number or DOUBLE is TRUE unless 0 (NaN is TRUE, −0.0 FALSE, in both); a
   string only in Spark's words, lower case and without spaces (``true``/``t``/``yes``/``y``/
   ``1``, ``false``/``f``/``no``/``n``/``0``); any other string fails (Spark trims it and
   reads any case, and gives NULL or its ANSI error for other words).
 
-FLOAT targets, a string or number to TIMESTAMP, and a DOUBLE or FLOAT to DECIMAL or STRING
+FLOAT targets, any other string or a number to TIMESTAMP, and a DOUBLE or FLOAT to DECIMAL or STRING
 are refused. VARCHAR(n) and CHAR(n) are STRING, as Spark 4 casts to them
 by default (``spark.sql.preserveCharVarcharTypeInfo`` off).
 """
