@@ -347,3 +347,16 @@ def test_an_or_across_tables_filters_each_table_it_constrains_in_every_branch():
     root = plan_of("SELECT t.id FROM t LEFT JOIN u ON t.id = u.id WHERE (t.k = 1 AND u.w = 2) OR (t.k = 3 AND u.w IS NULL)")
     join = only(root, OuterJoin)
     assert isinstance(join.left, Filter) and not isinstance(join.right, Filter)
+
+
+def test_a_window_sees_only_the_columns_read_above_it():
+    """A join's own columns (``u.id``, ``u.k``) are projected away below a window: rows that
+    differ only in them are one row to it, so a LEAD gives them the same values whenever their
+    partition is recomputed (found by random views: a second window kept stale rows)."""
+    sql = ("SELECT t.id, LEAD(t.v, 1) OVER (PARTITION BY t.k ORDER BY t.v) AS after, DENSE_RANK() OVER (ORDER BY t.v) AS dr "
+           "FROM t JOIN u ON t.k = u.k")
+    statement = qualify(sqlglot.parse_one(sql, read="spark"), schema=SCHEMA, dialect="spark", quote_identifiers=False)
+    root = prune_columns(lower(statement, {name: tuple(cols) for name, cols in SCHEMA.items()})).root
+    windows = [n for n in walk(root) if isinstance(n, Window)]
+    lowest = next(w for w in windows if not any(isinstance(n, Window) for n in walk(w.input)))
+    assert isinstance(lowest.input, Project) and len(lowest.input.columns) == 3  # t.id, t.k, t.v
