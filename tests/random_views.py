@@ -187,6 +187,8 @@ class _Query:
         if shape < 0.55:
             return f"t JOIN u ON t.k = u.k{self.pick('', ' AND u.w > t.v', ' AND u.name <> t.s')}", "t.", False
         if shape < 0.6:
+            if self.rng.random() < 0.3:
+                return f"t LEFT {self.pick('SEMI', 'ANTI')} JOIN u ON t.k = u.k{self.pick('', ' AND u.w > 1')}", "t.", False
             return f"t JOIN u ON t.k = u.k JOIN u u2 ON u2.name = u.name{self.pick('', ' AND u2.uid <> u.uid')}", "t.", False
         if shape < 0.7:
             join = self.pick("LEFT JOIN", "RIGHT JOIN", "FULL JOIN")
@@ -195,7 +197,8 @@ class _Query:
             sub = self.pick(
                 "EXISTS (SELECT 1 FROM u WHERE u.k = t.k)", "NOT EXISTS (SELECT 1 FROM u WHERE u.k = t.k AND u.w > t.v)",
                 "t.k IN (SELECT k FROM u WHERE w > 0)", "t.k NOT IN (SELECT k FROM u)", "t.v > (SELECT AVG(w) FROM u)",
-                "t.v >= (SELECT MIN(w) FROM u WHERE u.k = t.k)",
+                "t.v >= (SELECT MIN(w) FROM u WHERE u.k = t.k)", "(t.k, t.s) IN (SELECT k, name FROM u)",
+                "EXISTS (SELECT 1 FROM u WHERE u.k = t.k AND u.name <> t.s)",
             )
             return f"t WHERE {sub}", "t.", True
         if shape < 0.9:
@@ -214,7 +217,7 @@ class _Query:
     def query(self) -> str:
         shape = self.pick(
             "select", "select", "aggregate", "aggregate", "global", "distinct", "set", "window", "top_k", "group_top",
-            "cte_twice", "scalar_select", "union_aggregates",
+            "cte_twice", "scalar_select", "union_aggregates", "grouped_window",
         )
         return getattr(self, f"_{shape}")()
 
@@ -244,6 +247,11 @@ class _Query:
     def _distinct(self) -> str:
         source, p, has_where = self.source()
         return f"SELECT DISTINCT {', '.join(f'{self.key(p)} AS c{i}' for i in range(self.rng.randint(1, 2)))} FROM {source}{self.where(has_where, p)}"
+
+    def _grouped_window(self) -> str:
+        source, p, has_where = self.source()
+        call = self.pick(f"RANK() OVER (ORDER BY SUM({p}v))", f"SUM(COUNT(*)) OVER ()", f"DENSE_RANK() OVER (ORDER BY MAX({p}d) DESC)")
+        return f"SELECT {p}k AS k, SUM({p}v) AS s, COUNT(*) AS n, {call} AS w FROM {source}{self.where(has_where, p)} GROUP BY {p}k"
 
     def _union_aggregates(self) -> str:
         op = self.pick("UNION ALL", "UNION", "EXCEPT")
