@@ -9,7 +9,9 @@ ivm_assets breaks ties the same way everywhere:
   ascending (NULLs first);
 - ROW_NUMBER, LAG, LEAD and functions over a ROWS frame: then by every column the SELECT
   list references, in order of first appearance, ascending (NULLs first). Rows equal in all
-  of those are interchangeable: whichever comes first, the output rows are the same.
+  of those are interchangeable: whichever comes first, the output rows are the same (the
+  window sees only those columns: :mod:`~ivm_assets.sql.prune_columns` projects the others,
+  a join's keys say, away below it, so such rows are one row there too).
 
 - the same functions in a SELECT with GROUP BY (they run over its groups): then by every
   GROUP BY expression, which together tell the groups apart (without GROUP BY there is one).
