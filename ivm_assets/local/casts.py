@@ -51,7 +51,7 @@ from sqlglot import exp
 
 from ivm_assets.decimal_rules import MAX_PRECISION
 from ivm_assets.duckdb_names import string_literal
-from ivm_assets.local.sql_types import BOOL, DOUBLE, SqlType, duckdb_type, wall_to_instant, widens_exactly
+from ivm_assets.local.sql_types import BOOL, DOUBLE, SqlType, as_timestamp, duckdb_type, wall_to_instant, widens_exactly
 from ivm_assets.local.untranslatable import Untranslatable
 
 _T = exp.DataType.Type
@@ -191,11 +191,7 @@ class Casts:
             # Java's rule for overlaps and gaps (wall_to_instant).
             x, t = self._operand(node.this, ("date", "timestamp"), what)
             target = _TIMESTAMPS[node.to.this]
-            if target.wall:
-                return (x if t.wall else f"CAST({x} AS TIMESTAMP)"), target
-            if t.family == "timestamp" and not t.wall:
-                return x, target
-            return wall_to_instant(x if t.wall else f"CAST({x} AS TIMESTAMP)"), target
+            return as_timestamp(x, t, wall=target.wall), target
         target = _target(node.to, what)
         return self._cast(node.this, target, what), target
 
@@ -210,7 +206,7 @@ class Casts:
         if not _TIMESTAMP_LITERAL.fullmatch(text):
             raise Untranslatable(f"{what}: a timestamp text other than yyyy-mm-dd[ hh:mm[:ss[.ffffff]]]")
         try:
-            dt.datetime.fromisoformat(text + ("0" * (26 - len(text)) if "." in text else ""))
+            dt.datetime.fromisoformat(text)
         except ValueError:
             raise Untranslatable(f"{what}: not a real date and time (Spark decides)") from None
         wall = f"TIMESTAMP '{text}'"

@@ -23,7 +23,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from ivm_assets.duckdb_names import string_literal
-from ivm_assets.local.sql_types import SqlType, wall_to_instant
+from ivm_assets.local.sql_types import SqlType, as_timestamp, wall_to_instant
 from ivm_assets.local.untranslatable import Untranslatable
 
 _INT = SqlType("number", 10, 0, integer=True)
@@ -95,11 +95,9 @@ class DateFunctions:
     def _instant(self, node: exp.Expression, what: str) -> str:
         """``node``, a DATE or a TIMESTAMP, as a TIMESTAMP in the session zone: a DATE its
         midnight there, a TIMESTAMP_NTZ its wall time there, as Spark casts them
-        (:func:`~ivm_assets.local.sql_types.wall_to_instant`)."""
+        (:func:`~ivm_assets.local.sql_types.as_timestamp`)."""
         x, t = self._operand(node, ("date", "timestamp"), what)
-        if t.family == "timestamp" and not t.wall:
-            return x
-        return wall_to_instant(x if t.wall else f"CAST({x} AS TIMESTAMP)")
+        return as_timestamp(x, t, wall=False)
 
     def _date_part(self, arg: exp.Expression, part: str) -> tuple[str, SqlType]:
         """``year``/``month``/… of ``arg``, a DATE, or a TIMESTAMP's date (:meth:`_day`).

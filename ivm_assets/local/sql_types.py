@@ -119,12 +119,21 @@ def compared_type(types: list[SqlType], what: str) -> SqlType:
 
 def as_compared(x: str, t: SqlType, compared: SqlType) -> str:
     """``x``, a value of type ``t``, as it is compared with values of the :func:`compared_type`
-    ``compared``: a DATE or TIMESTAMP_NTZ beside a TIMESTAMP as its instant in the session
-    zone (:func:`wall_to_instant`); a DATE beside a TIMESTAMP_NTZ as its midnight (DuckDB's
-    cast); anything else as it is."""
-    if compared.family != "timestamp" or (t.family, t.wall) == ("timestamp", compared.wall) or t.family == "null":
+    ``compared``: a DATE or timestamp as a timestamp of that kind (:func:`as_timestamp`),
+    anything else as it is."""
+    if compared.family != "timestamp" or t.family == "null":
         return x
-    if compared.wall:
+    return as_timestamp(x, t, wall=compared.wall)
+
+
+def as_timestamp(x: str, t: SqlType, *, wall: bool) -> str:
+    """``x``, a DATE or a timestamp of type ``t``, as Spark casts it to a TIMESTAMP_NTZ
+    (``wall``: a DATE its midnight, a TIMESTAMP its wall time in the session zone, DuckDB's
+    casts alike) or to a TIMESTAMP (a DATE's midnight or a TIMESTAMP_NTZ's wall time its
+    instant in the session zone, :func:`wall_to_instant`)."""
+    if t.family == "timestamp" and t.wall == wall:
+        return x
+    if wall:
         return f"CAST({x} AS TIMESTAMP)"
     return wall_to_instant(x if t.family == "timestamp" else f"CAST({x} AS TIMESTAMP)")
 
