@@ -4,10 +4,10 @@ query over Arrow tables (:func:`arrow_query`)."""
 
 from __future__ import annotations
 
-import threading
 import warnings
-from collections import OrderedDict
 from typing import TYPE_CHECKING
+
+from ivm_assets.recent import Recent
 
 if TYPE_CHECKING:
     import duckdb
@@ -62,24 +62,17 @@ def arrow_query(con: duckdb.DuckDBPyConnection, query: str, tables: dict[str, pa
 # DuckDB parses a statement of a few thousand characters in 2-4 ms, a quarter to a third
 # of the statement (TPC-H q01's five: 35 -> 24 ms). A parsed statement holds syntax only:
 # its tables are found and bound when it runs, so each run reads the tables it is given.
-_PARSED: OrderedDict[str, object] = OrderedDict()
-_PARSED_MAX = 512
-_parsed_lock = threading.Lock()
+_PARSED: Recent[str, object] = Recent(512)
 
 
 def _parsed(con: duckdb.DuckDBPyConnection, query: str) -> object:
     """``query`` parsed (a ``duckdb.Statement``), from the cache when it was parsed before;
     the text itself when it holds more than one statement."""
-    with _parsed_lock:
-        found = _PARSED.get(query)
-        if found is not None:
-            _PARSED.move_to_end(query)
-            return found
+    found = _PARSED.get(query)
+    if found is not None:
+        return found
     statements = con.extract_statements(query)
     if len(statements) != 1:
         return query
-    with _parsed_lock:
-        _PARSED[query] = statements[0]
-        if len(_PARSED) > _PARSED_MAX:
-            _PARSED.popitem(last=False)
+    _PARSED.put(query, statements[0])
     return statements[0]

@@ -21,8 +21,6 @@ kept.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -30,6 +28,7 @@ import pyarrow as pa
 from ivm_assets.delta import io_counts
 from ivm_assets.delta.handles import commit_file_identity
 from ivm_assets.delta.read import read_changes
+from ivm_assets.recent import Recent
 from ivm_assets.zset import WEIGHT
 
 _KEPT_BYTES = 128 << 20
@@ -47,9 +46,7 @@ class _Read:
         return set(columns) <= set(self.rows.column_names) - {WEIGHT}  # else a read names what is missing
 
 
-_lock = threading.Lock()
-_kept: OrderedDict[tuple[str, int, int], _Read] = OrderedDict()
-_kept_bytes = 0
+_kept: Recent[tuple[str, int, int], _Read] = Recent(_KEPT_BYTES, size=lambda read: read.rows.nbytes)
 
 
 def read_range(uri: str, *, after: int, upto: int, columns: list[str] | None = None) -> pa.Table:
@@ -57,10 +54,7 @@ def read_range(uri: str, *, after: int, upto: int, columns: list[str] | None = N
     when None), taken from the rows an earlier read of the range kept when they hold them."""
     key = (uri, after, upto)
     identity = commit_file_identity(uri, upto)
-    with _lock:
-        found = _kept.get(key)
-        if found is not None:
-            _kept.move_to_end(key)
+    found = _kept.get(key)
     same = found is not None and identity is not None and found.identity == identity
     if same and found.serves(columns):
         return _selected(found.rows, columns)
@@ -71,8 +65,8 @@ def read_range(uri: str, *, after: int, upto: int, columns: list[str] | None = N
     wanted = None if columns is None or (same and not found.every) else list(columns)
     io_counts.add("change_reads")
     rows = read_changes(uri, after=after, upto=upto, columns=wanted)
-    if identity is not None:
-        _keep(key, _Read(identity, wanted is None, rows))
+    if identity is not None and 4 * rows.nbytes <= _KEPT_BYTES:
+        _kept.put(key, _Read(identity, wanted is None, rows))
     return _selected(rows, columns)
 
 
@@ -80,24 +74,6 @@ def _selected(rows: pa.Table, columns: list[str] | None) -> pa.Table:
     return rows if columns is None else rows.select([*columns, WEIGHT])
 
 
-def _keep(key: tuple[str, int, int], read: _Read) -> None:
-    global _kept_bytes
-    size = read.rows.nbytes
-    if 4 * size > _KEPT_BYTES:
-        return
-    with _lock:
-        if (old := _kept.pop(key, None)) is not None:
-            _kept_bytes -= old.rows.nbytes
-        _kept[key] = read
-        _kept_bytes += size
-        while _kept_bytes > _KEPT_BYTES:
-            _, dropped = _kept.popitem(last=False)
-            _kept_bytes -= dropped.rows.nbytes
-
-
 def clear() -> None:
     """Forget every range read (tests that compare a first read with a later one)."""
-    global _kept_bytes
-    with _lock:
-        _kept.clear()
-        _kept_bytes = 0
+    _kept.clear()

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -23,6 +22,7 @@ from deltalake.exceptions import DeltaError, TableNotFoundError
 from ivm_assets import uris
 from ivm_assets.delta import filesystems, io_counts, storage, storage_errors
 from ivm_assets.errors import SourceError
+from ivm_assets.recent import Recent
 
 
 def is_delta_table(uri: str) -> bool:
@@ -88,20 +88,12 @@ _handles: ContextVar[HandleBlock | None] = ContextVar("ivm_delta_handles", defau
 # threads share one. Each is kept with the identity of its version's commit file: a table
 # deleted and created again under the same path has other commit files, and its handle is
 # not reused.
-_kept: OrderedDict[str, tuple[DeltaTable, tuple]] = OrderedDict()
-
-
-_kept_lock = threading.Lock()
-
-
-_KEPT_TABLES = 256
+_kept: Recent[str, tuple[DeltaTable, tuple]] = Recent(256)
 
 
 def _forget_under(prefix: str) -> None:
     """Drop the kept handles of tables under ``prefix`` (their storage options changed)."""
-    with _kept_lock:
-        for uri in [u for u in _kept if u == prefix or u.startswith(prefix + "/")]:
-            del _kept[uri]
+    _kept.drop(lambda uri: uri == prefix or uri.startswith(prefix + "/"))
 
 
 storage.on_change(_forget_under)
@@ -125,11 +117,9 @@ def commit_file_identity(uri: str, version: int) -> tuple | None:
 def _take_kept(uri: str, version: int | None) -> DeltaTable | None:
     """The kept handle of ``uri`` if it is at ``version`` (any version when None) and its
     commit file is still the one it read."""
-    with _kept_lock:
-        found = _kept.get(uri)
-        if found is None or (version is not None and found[0].version() != version):
-            return None
-        del _kept[uri]
+    found = _kept.take(uri, lambda held: version is None or held[0].version() == version)
+    if found is None:
+        return None
     dt, identity = found
     return dt if commit_file_identity(uri, dt.version()) == identity else None
 
@@ -140,14 +130,7 @@ def _keep(uri: str, dt: DeltaTable, identity: tuple | None = None) -> None:
     identity = identity or commit_file_identity(uri, dt.version())
     if identity is None:
         return
-    with _kept_lock:
-        held = _kept.get(uri)
-        if held is not None and held[0].version() > dt.version():
-            return
-        _kept[uri] = (dt, identity)
-        _kept.move_to_end(uri)
-        while len(_kept) > _KEPT_TABLES:
-            _kept.popitem(last=False)
+    _kept.put(uri, (dt, identity), over=lambda held: held[0].version() <= dt.version())
 
 
 @contextmanager

@@ -7,12 +7,11 @@ each, once per process): a commit file never changes.
 from __future__ import annotations
 
 import json
-import threading
-from collections import OrderedDict
 
 from ivm_assets import uris
 from ivm_assets.delta import filesystems
 from ivm_assets.delta.handles import commit_file, commit_file_identity, is_delta_table, known_latest, open_fresh, open_table
+from ivm_assets.recent import Recent
 
 
 def table_id(uri: str, version: int) -> str:
@@ -66,11 +65,7 @@ def history_between(uri: str, after: int, upto: int) -> list[dict]:
 
 # Parsed commit files of object stores by (uri, version, identity of the file): a commit
 # file never changes, and reading one costs two requests (HEAD, GET).
-_commits: OrderedDict[tuple[str, int, tuple], list[str]] = OrderedDict()
-
-
-_COMMITS_KEPT = 1024
-_commits_lock = threading.Lock()
+_commits: Recent[tuple[str, int, tuple], list[str]] = Recent(1024)
 
 
 def commit_actions(uri: str, version: int, kind: str) -> list[dict] | None:
@@ -87,19 +82,13 @@ def commit_actions(uri: str, version: int, kind: str) -> list[dict] | None:
     if identity is None:
         return None
     key = (uri, version, identity)
-    with _commits_lock:
-        lines = _commits.get(key)
-        if lines is not None:
-            _commits.move_to_end(key)
+    lines = _commits.get(key)
     if lines is None:
         data = filesystems.read_bytes(commit_file(uri, version))
         if data is None:
             return None
         lines = data.decode("utf-8").splitlines()
-        with _commits_lock:
-            _commits[key] = lines
-            while len(_commits) > _COMMITS_KEPT:
-                _commits.popitem(last=False)
+        _commits.put(key, lines)
     return _actions_of(lines, kind)
 
 

@@ -35,8 +35,6 @@ first refreshes.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -48,9 +46,8 @@ import pyarrow.parquet as pq
 from ivm_assets import settings, uris
 from ivm_assets.delta import filesystems, storage_errors
 from ivm_assets.delta.key_index import KeyIndex, index, indexable, positions
+from ivm_assets.recent import Recent
 from ivm_assets.spark.arrow import normalize_table
-
-_FOOTERS_KEPT = 4096
 
 Stamp = tuple[str, int]  # the file's location (a local path or a URI), its size in the Delta log
 _FORMAT = ds.ParquetFileFormat()
@@ -102,15 +99,13 @@ def _column_index(metadata: pq.FileMetaData, column: str) -> int | None:
     return None
 
 
-_lock = threading.Lock()
-_footers: OrderedDict[Stamp, Footer] = OrderedDict()
-# Held by (file, row group) or, for a file indexed whole, (file, key column).
-_groups: OrderedDict[tuple[Stamp, int | str], pa.Table | KeyIndex] = OrderedDict()
-_held_bytes = 0
-
-
 def budget_bytes() -> int:
     return settings.current().state_cache_bytes
+
+
+_footers: Recent[Stamp, Footer] = Recent(4096)
+# Held by (file, row group) or, for a file indexed whole, (file, key column).
+_groups: Recent[tuple[Stamp, int | str], pa.Table | KeyIndex] = Recent(budget_bytes, size=lambda held: held.nbytes)
 
 
 def footer(uri: str, size: int) -> Footer:
@@ -118,11 +113,9 @@ def footer(uri: str, size: int) -> Footer:
     ``size`` bytes, as the Delta log says (read from the file at most once: with the size
     known, one ranged GET on an object store)."""
     stamp = (uri, size)
-    with _lock:
-        found = _footers.get(stamp)
-        if found is not None:
-            _footers.move_to_end(stamp)
-            return found
+    found = _footers.get(stamp)
+    if found is not None:
+        return found
     fs, path = filesystems.filesystem(uri)
     fragment = _FORMAT.make_fragment(path, filesystem=fs, file_size=size)
     metadata = _reading(uri, lambda: fragment.metadata)
@@ -131,10 +124,7 @@ def footer(uri: str, size: int) -> Footer:
         stamp, metadata, [g.num_rows for g in groups],
         [sum(g.column(i).total_compressed_size for i in range(g.num_columns)) for g in groups], fragment,
     )
-    with _lock:
-        _footers[stamp] = made
-        while len(_footers) > _FOOTERS_KEPT:
-            _footers.popitem(last=False)
+    _footers.put(stamp, made)
     return made
 
 
@@ -148,18 +138,16 @@ def row_groups(file: Footer, groups: list[int], schema: pa.Schema, *, keep: bool
     files Spark wrote declare ``__w`` NOT NULL where the Delta schema does not, and
     conforming every group again at every lookup cost more than the lookup's key filter."""
     found: dict[int, pa.Table] = {}
-    with _lock:
-        for group in groups:
-            table = _groups.get((file.stamp, group))
-            if table is not None:
-                _groups.move_to_end((file.stamp, group))
-                found[group] = table
+    for group in groups:
+        table = _groups.get((file.stamp, group))
+        if table is not None:
+            found[group] = table
     budget = budget_bytes() if keep else 0
     for group, table in list(found.items()):
         if table.schema != schema:
             found[group] = table = conformed(table, schema)
             if budget > 0:
-                _keep((file.stamp, group), table, budget, replace=True)
+                _keep((file.stamp, group), table, replace=True)
     missing = sorted({g for g in groups if g not in found})
     if missing:
         rows = _reading(file.path, lambda: _decoded(file, missing))
@@ -168,23 +156,21 @@ def row_groups(file: Footer, groups: list[int], schema: pa.Schema, *, keep: bool
             found[group] = table = conformed(rows.slice(start, file.rows[group]), schema)
             start += file.rows[group]
             if budget > 0:
-                _keep((file.stamp, group), table, budget)
+                _keep((file.stamp, group), table)
     return [found[g] for g in groups], len(missing)
 
 
 def held_index(file: Footer, key: str, schema: pa.Schema) -> KeyIndex | None:
     """``file``'s rows indexed by ``key``, conformed to ``schema``, when they are held."""
-    with _lock:
-        found = _groups.get((file.stamp, key))
-        if found is None:
-            return None
-        _groups.move_to_end((file.stamp, key))
+    found = _groups.get((file.stamp, key))
+    if found is None:
+        return None
     assert isinstance(found, KeyIndex)
     if found.rows.schema != schema:
         found = found.own()  # conformed alone, not with the rows it shares
         found = found.with_rows(conformed(found.rows, schema))
-        if (budget := budget_bytes()) > 0:
-            _keep((file.stamp, key), found, budget, replace=True)
+        if budget_bytes() > 0:
+            _keep((file.stamp, key), found, replace=True)
     return found
 
 
@@ -209,28 +195,23 @@ def whole_file(file: Footer, groups: list[int], schema: pa.Schema, key: str) -> 
     if budget <= 0 or not indexable(schema.field(key).type) or 4 * file.decoded_bytes > budget:
         return None, 0
     count = len(file.rows)
-    with _lock:
-        held = {g for g in range(count) if (file.stamp, g) in _groups}
+    held = {g for g in range(count) if (file.stamp, g) in _groups}
     touched = len(held | set(groups))
-    again = file.lookups > 1 and 16 * touched >= count and _held_bytes + file.decoded_bytes <= budget
+    again = file.lookups > 1 and 16 * touched >= count and _groups.total() + file.decoded_bytes <= budget
     if not again and 2 * touched < count:
         return None, 0
     tables, decoded = row_groups(file, list(range(count)), schema, keep=False)
     made = index(pa.concat_tables(tables), key)
     if made is None:
         return None, decoded
-    _hold_index(file, made, budget)
+    _hold_index(file, made)
     return made, decoded
 
 
-def _hold_index(file: Footer, made: KeyIndex, budget: int) -> None:
+def _hold_index(file: Footer, made: KeyIndex) -> None:
     """Hold ``made`` as ``file``'s index, in place of the file's row groups."""
-    global _held_bytes
-    with _lock:
-        for group in range(len(file.rows)):
-            if (dropped := _groups.pop((file.stamp, group), None)) is not None:
-                _held_bytes -= dropped.nbytes
-    _keep((file.stamp, made.key), made, budget, replace=True)
+    _groups.drop(lambda held: held[0] == file.stamp and isinstance(held[1], int))
+    _keep((file.stamp, made.key), made, replace=True)
 
 
 def _decoded(file: Footer, groups: list[int]) -> pa.Table:
@@ -293,7 +274,7 @@ def remember(file: Footer, rows: pa.Table, key: str) -> bool:
         assert made is not None
         if not _agrees(file, made):
             return False
-        _hold_index(file, made, budget)
+        _hold_index(file, made)
         return True
     stats = file.stats(key)
     start, groups = 0, []
@@ -305,7 +286,7 @@ def remember(file: Footer, rows: pa.Table, key: str) -> bool:
             return False
         groups.append(part)
     for group, part in enumerate(groups):
-        _keep((file.stamp, group), part, budget)
+        _keep((file.stamp, group), part)
     return True
 
 
@@ -325,7 +306,7 @@ def remember_parts(files: dict[object, Footer], rows: pa.Table, key: str, parts:
     held = 0
     for part, file in files.items():
         if _agrees(file, made[part]):
-            _hold_index(file, made[part], budget)
+            _hold_index(file, made[part])
             held += 1
     return held
 
@@ -339,33 +320,17 @@ def _agrees(file: Footer, made: KeyIndex) -> bool:
     return not len(made.keys) or (int(made.keys[0]), int(made.keys[-1])) == (min(s[0] for s in stats), max(s[1] for s in stats))
 
 
-def _keep(key: tuple[Stamp, int | str], table: pa.Table | KeyIndex, budget: int, *, replace: bool = False) -> None:
+def _keep(key: tuple[Stamp, int | str], table: pa.Table | KeyIndex, *, replace: bool = False) -> None:
     """Hold ``table`` under ``key`` (``replace``: instead of what is held there)."""
-    global _held_bytes
-    size = table.nbytes
-    if size > budget:
-        return
-    with _lock:
-        if key in _groups:
-            if not replace:
-                return
-            _held_bytes -= _groups.pop(key).nbytes
-        _groups[key] = table
-        _held_bytes += size
-        while _held_bytes > budget:
-            _, dropped = _groups.popitem(last=False)
-            _held_bytes -= dropped.nbytes
+    _groups.put(key, table, over=lambda _: replace)
 
 
 def held_bytes() -> int:
     """Bytes of decoded row groups and indexed files held now (tests, statistics)."""
-    return _held_bytes
+    return _groups.total()
 
 
 def clear() -> None:
     """Forget everything (tests that compare a cold read with a warm one)."""
-    global _held_bytes
-    with _lock:
-        _footers.clear()
-        _groups.clear()
-        _held_bytes = 0
+    _footers.clear()
+    _groups.clear()

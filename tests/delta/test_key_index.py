@@ -128,7 +128,7 @@ def test_a_few_keys_read_their_row_groups_and_index_nothing(tmp_path):
     found, cost = _lookup(uri, [17, 4242])
     assert cost.indexed == 0 and 0 < cost.row_groups <= 4
     assert all(k in (17, 4242) for _, k in found)
-    assert not any(isinstance(k[1], str) for k in parquet_cache._groups)  # the first lookup of each file
+    assert not any(isinstance(k[1], str) for k in parquet_cache._groups.keys())  # the first lookup of each file
 
 
 def test_a_file_looked_up_again_by_scattered_keys_is_indexed_and_by_a_few_is_not(tmp_path):
@@ -167,7 +167,7 @@ def test_a_file_half_held_already_is_indexed_by_the_next_lookup(tmp_path):
     made, decoded = parquet_cache.whole_file(file, [9], schema, "k")
     assert made is not None and decoded == 6  # the 4 groups held were not decoded again
     assert made.lookup(np.array([5, 555, 999]), False).column("k").to_pylist() == [5, 555, 999]
-    assert not any(isinstance(g, int) for _, g in parquet_cache._groups)  # held once, as the index
+    assert not any(isinstance(g, int) for _, g in parquet_cache._groups.keys())  # held once, as the index
     assert parquet_cache.held_bytes() == made.nbytes
 
 
