@@ -210,7 +210,8 @@ def whole_file(file: Footer, groups: list[int], schema: pa.Schema, key: str) -> 
 
 def _hold_index(file: Footer, made: KeyIndex) -> None:
     """Hold ``made`` as ``file``'s index, in place of the file's row groups."""
-    _groups.drop(lambda held: held[0] == file.stamp and isinstance(held[1], int))
+    for group in range(len(file.rows)):
+        _groups.take((file.stamp, group))
     _keep((file.stamp, made.key), made, replace=True)
 
 

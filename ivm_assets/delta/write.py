@@ -75,9 +75,11 @@ def cache_written(uri: str, version: int, table: pa.Table, partition_by: list[st
     written from: ``table``'s rows of each file's partition, in order (a partition written
     as more than one file is left out, as is anything the cache's checks refuse).
 
-    Rows sorted by partition (a state append) give each file a slice of them. Rows whose
-    partitions interleave (a build in key order) are not copied out per file when the key
-    can be indexed: each file is indexed over the rows they all share."""
+    When the key can be indexed, each file is indexed over the rows they all share, whether
+    its rows are a run of them (an append sorted by bucket) or interleave with the other
+    files' (a build in key order), so nothing is copied out per file. Otherwise a file of
+    rows sorted by partition holds a slice of them, and one of interleaved rows a filtered
+    copy."""
     if len(partition_by) > 1 or parquet_cache.budget_bytes() <= 0:
         return
     root = storage.normalize(uri.removeprefix("file://"))
@@ -93,9 +95,15 @@ def cache_written(uri: str, version: int, table: pa.Table, partition_by: list[st
         return
     column = table.column(partition_by[0])
     runs = value_runs(column)
-    if not runs and indexable(table.schema.field(key).type) and pa.types.is_integer(column.type) and not column.null_count:
-        numbers = column.to_numpy()
-        parts = {value: np.flatnonzero(numbers == int(value)) for value in single if value is not None}
+    if indexable(table.schema.field(key).type) and pa.types.is_integer(column.type) and not column.null_count:
+        # Every file indexed over the rows they share: one pass over the key for all of
+        # them, where indexing each file's slice apart cost ~0.3 ms a file (an append to a
+        # state table of 16 buckets writes 16 files).
+        if runs:
+            parts = {value: np.arange(runs[value][0], sum(runs[value])) for value in single if value in runs}
+        else:
+            numbers = column.to_numpy()
+            parts = {value: np.flatnonzero(numbers == int(value)) for value in single if value is not None}
         files = {value: parquet_cache.footer(*single[value]) for value in parts}
         parquet_cache.remember_parts(files, table.drop_columns(partition_by), key, parts)
         return

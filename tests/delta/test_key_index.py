@@ -184,3 +184,28 @@ def test_a_compaction_on_the_driver_leaves_its_files_held_indexed(tmp_path):
     found, cost = _lookup(uri, [10, 4000, 7998])
     assert [k for _, k in found] == [10, 4000, 7998]
     assert cost.decoded == 0 and cost.indexed == 1  # every key in bucket 0: one file looked up
+
+
+def test_an_append_sorted_by_bucket_is_held_indexed_over_its_rows(tmp_path):
+    # A state append: rows sorted by bucket, then key, NULL keys among them. Each file the
+    # commit adds is held as an index into the one table of rows written, so a lookup of
+    # the next refresh decodes only the earlier files, and finds what a cold read finds.
+    first = list(range(0, 400, 3))
+    uri = _state(tmp_path, first)
+    keys = [1, 2, 5, None, 8, 11, None, 200, 201, 4000]
+    rows = pa.table({
+        "k": pa.array(keys, pa.int64()), "at": pa.array(range(1000, 1000 + len(keys)), pa.int64()),
+        "__bucket": pa.array([(k or 0) % 2 for k in keys], pa.int32()),
+    }).sort_by([("__bucket", "ascending"), ("k", "ascending")])
+    parquet_cache.clear()
+    assert write_epoch(uri, rows, epoch=Epoch("ivm:t", 2, {}), after=0, mode="append", partition_by=["__bucket"],
+                       row_group_rows=50, cache_key="k")
+    held = [parquet_cache._groups.get(k) for k in parquet_cache._groups.keys() if k[1] == "k"]
+    assert len(held) == 2 and held[0].source is held[1].source  # one index per file, both over the rows written
+    wanted = [2, 3, 8, 201, 4000, 6]
+    expected = sorted([(i, k) for i, k in enumerate(first) if k in wanted] + [(1000 + i, k) for i, k in enumerate(keys) if k in wanted])
+    warm, warm_cost = _lookup(uri, wanted)
+    parquet_cache.clear()
+    cold, cold_cost = _lookup(uri, wanted)
+    assert warm == cold == expected
+    assert 0 < warm_cost.decoded < cold_cost.decoded  # the append's files were not decoded
