@@ -1,8 +1,10 @@
 """Random views and random changes for differential tests (SQLancer's idea, our oracle).
 
-:func:`random_view` draws a query over two small tables from a grammar of the constructs
-docs/sql-support.md calls incremental: filters and projections over every value type,
-inner, outer, semi and anti joins, NOT IN, scalar subqueries, grouped and global
+:func:`random_views` draws queries over two small tables from a grammar of the constructs
+docs/sql-support.md calls incremental: filters and projections over every value type (FLOAT
+and DOUBLE among them) and most functions the in-process engine translates, inner joins
+(``ON``, ``USING``, a comma; ``NATURAL``, recomputed with its reason), outer, semi and anti
+joins, NOT IN, scalar subqueries, grouped and global
 aggregates with HAVING, DISTINCT, UNION [ALL], INTERSECT and EXCEPT [ALL], windows,
 per-group and global top-k, and nestings of them. :func:`random_changes` draws an epoch's
 inserts (duplicates and NULLs), deletes and updates. A test refreshes the views after each
@@ -26,7 +28,7 @@ import pyarrow as pa
 
 T = pa.schema([
     ("id", pa.int64()), ("k", pa.int32()), ("v", pa.int64()), ("d", pa.decimal128(10, 2)),
-    ("x", pa.float64()), ("s", pa.string()), ("day", pa.date32()), ("ts", pa.timestamp("us", tz="UTC")), ("nt", pa.timestamp("us")),
+    ("x", pa.float64()), ("f", pa.float32()), ("s", pa.string()), ("day", pa.date32()), ("ts", pa.timestamp("us", tz="UTC")), ("nt", pa.timestamp("us")),
 ])
 U = pa.schema([("uid", pa.int64()), ("k", pa.int32()), ("w", pa.int64()), ("name", pa.string())])
 SCHEMAS = {"t": T, "u": U}
@@ -37,6 +39,8 @@ _K = [0, 1, 2, 3, None]
 _V = [-3, -1, 0, 1, 2, 5, 40, None]
 _D = [decimal.Decimal(s) for s in ("-2.50", "0.00", "0.01", "1.10", "9.99", "120.00")] + [None]
 _X = [-0.0, 0.0, 0.5, -1.25, 3.0, 1e10, float("nan"), None]
+# FLOATs whose DOUBLE is not their decimal text (0.1), beside zero, its negative and NaN.
+_F = [-0.0, 0.0, 0.1, 1.5, -2.75, 1e30, float("nan"), None]
 _S = ["a", "b", "ab", "a ", "B", "é", "", None]
 _DAYS = [dt.date(1969, 12, 31), dt.date(1994, 1, 31), dt.date(2024, 2, 29), dt.date(2026, 11, 28), None]
 _NAMES = ["a", "b", "c", "é", None]
@@ -62,7 +66,7 @@ class Changes:
         self.live[table].append(i)
         if table == "t":
             return {
-                "id": i, "k": r.choice(_K), "v": r.choice(_V), "d": r.choice(_D), "x": r.choice(_X), "s": r.choice(_S),
+                "id": i, "k": r.choice(_K), "v": r.choice(_V), "d": r.choice(_D), "x": r.choice(_X), "f": r.choice(_F), "s": r.choice(_S),
                 "day": r.choice(_DAYS), "ts": r.choice(_TIMES), "nt": r.choice(_TIMES),
             }
         return {"uid": i, "k": r.choice(_K), "w": r.choice(_V), "name": r.choice(_NAMES)}
@@ -103,7 +107,7 @@ def _update(rng: random.Random, table: str) -> tuple[str, str]:
         if isinstance(value, str):
             return "'" + value + "'"
         if isinstance(value, float):
-            return f"CAST('{value}' AS DOUBLE)"
+            return f"CAST('{value}' AS {'FLOAT' if column == 'f' else 'DOUBLE'})"
         if isinstance(value, decimal.Decimal):
             return f"CAST('{value}' AS DECIMAL(10, 2))"
         if isinstance(value, dt.datetime):
@@ -115,7 +119,7 @@ def _update(rng: random.Random, table: str) -> tuple[str, str]:
     if table == "u":
         column, values = rng.choice([("k", _K), ("w", _V), ("name", _NAMES)])
     else:
-        column, values = rng.choice([("k", _K), ("v", _V), ("x", _X), ("s", _S), ("d", _D), ("day", _DAYS), ("ts", _TIMES)])
+        column, values = rng.choice([("k", _K), ("v", _V), ("x", _X), ("f", _F), ("s", _S), ("d", _D), ("day", _DAYS), ("ts", _TIMES)])
     return column, sql(rng.choice(values))
 
 
@@ -136,11 +140,14 @@ class _Query:
         total = (
             f"{p}v", f"{p}k", f"{p}d", f"{p}v + 1", f"{p}v * 2", f"{p}d * 3", f"{p}d - {p}v", f"abs({p}v)",
             f"COALESCE({p}v, 0)", f"{p}v / 4", f"CASE WHEN {p}v > 0 THEN {p}d ELSE 0 END", f"{p}v % 3",
-            f"round({p}d, 1)", f"greatest({p}v, {p}k)",
+            f"round({p}d, 1)", f"greatest({p}v, {p}k)", f"NULLIF({p}v, 0)", f"IF({p}k > 1, {p}d, -{p}d)", f"pmod({p}v, 3)",
+            f"least({p}d, 1)", f"length({p}s)", f"try_divide({p}v, {p}k)", f"bround({p}d, 0)", f"floor({p}d)", f"ceil({p}v / 3)",
+            f"CAST({p}f AS DOUBLE)", f"COALESCE({p}f, CAST(0 AS FLOAT))", f"{p}f * 2", f"{p}x + {p}f", f"round({p}x, 2)",
+            f"{p}x % 2", f"dayofweek({p}day)", f"datediff({p}day, DATE '2000-01-01') * {p}k", f"instr({p}s, 'b')",
         )
         failing = (
             f"{p}v / {p}k", f"{p}k % {p}v", f"CAST({p}s AS INT)", f"{p}v * 3074457345618258602", f"CAST({p}d * 100 AS TINYINT)",
-            f"CAST({p}x AS INT)", f"{p}d / {p}v",
+            f"CAST({p}x AS INT)", f"{p}d / {p}v", f"CAST({p}f AS INT)", f"pmod({p}v, {p}k)", f"CAST({p}s AS DECIMAL(3, 1))",
         )
         return self.pick(*total, *(() if self.ansi else failing))
 
@@ -149,7 +156,11 @@ class _Query:
             f"{p}s", f"upper({p}s)", f"concat({p}s, 'x')", f"substring({p}s, 1, 1)", f"COALESCE({p}s, '-')",
             f"CAST({p}v AS STRING)", f"trim({p}s)", f"CASE WHEN {p}s LIKE 'a%' THEN 'A' WHEN {p}s IS NULL THEN NULL ELSE 'other' END",
             f"date_format({p}day, 'yyyy-MM')", f"CAST({p}day AS STRING)", f"CAST({p}d AS STRING)", f"CAST({p}ts AS STRING)",
-            f"CAST({p}nt AS STRING)", f"date_format({p}ts, 'yyyy-MM-dd HH:mm')",
+            f"CAST({p}nt AS STRING)", f"date_format({p}ts, 'yyyy-MM-dd HH:mm')", f"lower({p}s)", f"initcap({p}s)",
+            f"lpad({p}s, 3, '*')", f"replace({p}s, 'a', 'xy')", f"concat_ws('-', {p}s, CAST({p}k AS STRING))", f"left({p}s, 1)",
+            f"reverse({p}s)", f"regexp_replace({p}s, '[ab]', 'z')", f"regexp_extract({p}s, '([a-z])', 1)", f"CAST({p}f AS STRING)",
+            f"CAST({p}x AS STRING)", f"date_format({p}nt, 'EEE HH:mm')", f"CAST(add_months({p}day, 1) AS STRING)",
+            f"{p}s || '!'", f"nvl2({p}s, 'set', 'unset')", f"CAST(last_day({p}day) AS STRING)",
         )
 
     def predicate(self, p: str = "") -> str:
@@ -157,7 +168,9 @@ class _Query:
             f"{p}v > {self.pick(-1, 0, 2)}", f"{p}v IS NULL", f"{p}k IN (0, 1)", f"{p}s LIKE 'a%'", f"{p}s <> 'a '",
             f"{p}d BETWEEN 0 AND 10", f"{p}x > 0", f"{p}x = 0", f"isnan({p}x)", f"{p}day < DATE '1994-02-01' + INTERVAL 1 MONTH",
             f"NOT ({p}k = 2)", f"{p}s IS NOT NULL", f"{p}v <=> {p}k", f"{p}ts >= TIMESTAMP '2024-03-10 07:00:00'",
-            f"{p}nt < {p}ts", f"{p}ts < {p}day",
+            f"{p}nt < {p}ts", f"{p}ts < {p}day", f"{p}s RLIKE '^a'", f"startswith({p}s, 'a')", f"contains({p}s, 'b')",
+            f"{p}f > 0.1", f"{p}f = {p}x", f"{p}f < CAST(1 AS FLOAT)", f"{p}v BETWEEN {p}k AND 10", f"{p}s IN ('a', 'b ', NULL)",
+            f"{p}d IN (1.10, 0)", f"{p}s NOT LIKE '%b'", f"{p}x <> {p}x", f"-{p}x = 0",
         )
         shape = self.rng.random()
         if shape < 0.6:
@@ -168,14 +181,16 @@ class _Query:
         return self.pick(
             *(() if self.ansi else (f"SUM({p}v * 4611686018427387904)",)), "COUNT(*)", f"COUNT({p}v)", f"SUM({p}v)", f"SUM({p}d)", f"AVG({p}d)", f"AVG({p}v)", f"MIN({p}s)", f"MAX({p}x)",
             f"MIN({p}day)", f"COUNT(DISTINCT {p}k)", f"MAX({p}d)", f"SUM({p}x)", f"SUM({p}v * {p}d)", f"MAX({p}ts)",
-            f"MIN({p}nt)",
+            f"MIN({p}nt)", f"SUM({p}f)", f"AVG({p}x)", f"MIN({p}f)", f"MAX({p}f)", f"COUNT(DISTINCT {p}s)", f"MAX(length({p}s))",
+            f"SUM(CASE WHEN {p}s LIKE 'a%' THEN 1 ELSE 0 END)", f"COUNT(DISTINCT {p}f)", f"AVG({p}k)",
         )
 
     def key(self, p: str = "") -> str:
         return self.pick(
             f"{p}k", f"{p}s", f"{p}x", f"{p}day", f"{p}k % 2", f"upper({p}s)", f"{p}v IS NULL", f"year({p}day)",
             f"date_add({p}day, 3)", f"datediff({p}day, DATE '2000-01-01')", f"{p}d", f"hour({p}ts)", f"CAST({p}ts AS DATE)",
-            f"date_trunc('HOUR', {p}ts)", f"{p}nt", f"CAST({p}nt AS DATE)",
+            f"date_trunc('HOUR', {p}ts)", f"{p}nt", f"CAST({p}nt AS DATE)", f"{p}f", f"IF({p}s IS NULL, 'none', {p}s)",
+            f"last_day({p}day)", f"-{p}x", f"{p}x + 0.0", f"trunc({p}day, 'MM')", f"minute({p}ts)",
         )
 
     # The FROM clause t's columns are read from (as ``p``-prefixed names), and whether it
@@ -185,6 +200,8 @@ class _Query:
         if shape < 0.4:
             return "t", "", False
         if shape < 0.55:
+            if self.rng.random() < 0.3:
+                return self.pick(("t JOIN u USING (k)", "t.", False), ("t NATURAL JOIN u", "t.", False), ("t, u WHERE t.k = u.k", "t.", True))
             return f"t JOIN u ON t.k = u.k{self.pick('', ' AND u.w > t.v', ' AND u.name <> t.s')}", "t.", False
         if shape < 0.6:
             if self.rng.random() < 0.3:
@@ -204,7 +221,7 @@ class _Query:
         if shape < 0.9:
             return f"(SELECT * FROM t WHERE {self.predicate()}) t", "t.", False
         aggregated = (
-            "SELECT k, MAX(v) AS v, SUM(d) AS d, MIN(x) AS x, MAX(s) AS s, MIN(day) AS day, MIN(id) AS id, MAX(ts) AS ts, "
+            "SELECT k, MAX(v) AS v, SUM(d) AS d, MIN(x) AS x, MAX(f) AS f, MAX(s) AS s, MIN(day) AS day, MIN(id) AS id, MAX(ts) AS ts, "
             "MIN(nt) AS nt FROM t GROUP BY k"
         )
         return f"({aggregated}) t", "t.", False
