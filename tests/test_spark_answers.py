@@ -338,3 +338,22 @@ def test_negative_zero_and_nan_pass_filters_as_spark_compares_them(builder, engi
     project.refresh()
     assert output_rows(project, "listed") == [(1,), (4,), (5,)] and output_rows(project, "above") == [(2,), (3,), (6,)]
     assert_oracle(project, as_written=True)
+
+
+def test_a_negative_zero_is_stored_as_zero(builder, engine):
+    """A view's output holds 0.0 where Spark's answer to a plain projection holds −0.0:
+    change sets are consolidated as Spark's GROUP BY groups rows (−0.0 equals 0.0, one NaN),
+    and the output keeps the normal value (docs/sql-support.md, Keys). Equal under every
+    comparison, so the oracle passes; what the view computes from the sign before that
+    (``CAST(x AS STRING)``) is Spark's. This pins that documented difference."""
+    uri = builder.source("t", pa.table({"id": pa.array([1, 2], pa.int64()), "x": pa.array([-0.0, 1.5])}))
+    builder.view("p", "SELECT id, x FROM t")
+    builder.view("s", "SELECT id, CAST(x AS STRING) AS s FROM t")
+    project = builder.load()
+    project.refresh()
+    write(uri, pa.table({"id": pa.array([3], pa.int64()), "x": pa.array([-0.0])}), mode="append")
+    assert_engine(project.refresh(["p"]), engine)
+    project.refresh(["s"])  # a DOUBLE cast to STRING is Spark's (docs/sql-support.md)
+    assert [(i, str(x)) for i, x in output_rows(project, "p")] == [(1, "0.0"), (2, "1.5"), (3, "0.0")]
+    assert output_rows(project, "s") == [(1, "-0.0"), (2, "1.5"), (3, "-0.0")]
+    assert_oracle(project, as_written=True)
