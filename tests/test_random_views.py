@@ -2,8 +2,9 @@
 compared with Spark's answer to the SQL as written, epochs alternating between Spark and
 in process.
 
-CI runs one seed's dozen views over a few epochs, in each ANSI mode. A deeper search is a
-loop over seeds:
+CI runs one seed's dozen views over a few epochs, in each ANSI mode, and a smaller set whose
+every epoch is first interrupted after a random number of commits (as a SIGKILL would leave
+it) and then recovered. A deeper search is a loop over seeds:
 
     for s in $(seq 1 20); do IVM_RANDOM_VIEWS_SEED=$s IVM_RANDOM_VIEWS=30 IVM_RANDOM_VIEWS_EPOCHS=6 \\
         .venv/bin/python -m pytest tests/test_random_views.py -q -p no:cacheprovider || break; done
@@ -18,6 +19,7 @@ import pytest
 
 from ivm_assets.engine.oracle import check_views
 from ivm_assets.spark.session import tuned_for
+from ivm_assets.testing import faults
 from tests.operators.harness import epochs_alternating
 from tests.random_views import Changes, random_changes, random_views
 
@@ -69,3 +71,38 @@ def test_random_views_equal_spark_answers(builder, ansi):
         # epoch recomputed (a SUM that held NaN, say) says why.
         unexplained = [f"{r.view}: {views[r.view]}" for r in results if r.mode == "full" and not r.reason]
         assert not unexplained, "\n".join(unexplained)
+
+
+def test_random_views_recover_from_a_crash_in_any_epoch(builder, monkeypatch):
+    """Each epoch's refresh dies after a random number of commits (``IVM_CRASH_MODE=raise``
+    leaves what a SIGKILL leaves), in whichever view it is then, and the next refresh
+    finishes it: every view then equals Spark's answer, whichever commits had landed."""
+    rng = random.Random(SEED + 2)
+    changes = Changes(rng)
+    uris = {"t": builder.source("t", changes.initial("t", 14)), "u": builder.source("u", changes.initial("u", 6))}
+    views = random_views(rng, max(VIEWS // 2, 4))
+    for name, sql in views.items():
+        builder.view(name, sql)
+    project = builder.load()
+    project.refresh()
+    crashes = 0
+    for epoch in range(EPOCHS):
+        random_changes(rng, changes, uris)
+        after = rng.randint(1, 6 * len(views))
+        monkeypatch.setenv(faults.CRASH_AFTER["commit"], str(after))
+        monkeypatch.setenv(faults.CRASH_MODE, "raise")
+        faults.reset_commit_count()
+        try:
+            with epochs_alternating(epoch):
+                project.refresh()
+        except faults.SimulatedCrash:
+            crashes += 1
+        finally:
+            monkeypatch.delenv(faults.CRASH_AFTER["commit"])
+            monkeypatch.delenv(faults.CRASH_MODE)
+        with epochs_alternating(epoch + 1):  # recovered by the other engine
+            results = project.refresh()
+        _check(project, views, f"epoch {epoch + 1}, recovered after a crash at commit {after}")
+        unexplained = [f"{r.view}: {views[r.view]}" for r in results if r.mode == "full" and not r.reason]
+        assert not unexplained, "\n".join(unexplained)
+    assert crashes, "no epoch crashed: the crash points drawn were past every epoch's commits"
