@@ -20,6 +20,8 @@ The rules, from a value of:
   Spark writes it without an exponent: scale up to 6, or a value of at least 10^-6);
 - a DOUBLE or FLOAT: to an integer type truncated toward zero (NaN, ±Infinity, past the
   range: fails); a FLOAT to DOUBLE (exactly);
+- to FLOAT: an integer or a DOUBLE, the nearest FLOAT (IEEE's rounding, Java's and DuckDB's;
+  a DOUBLE past FLOAT's range fails in DuckDB, where Spark gives ±Infinity), a FLOAT as it is;
 - a STRING in canonical form only: digits with an optional minus to integers; with at most
   the target's scale of fractional digits to DECIMAL (no rounding); decimal digits with an
   optional exponent to DOUBLE (both read it correctly rounded); ``yyyy-mm-dd`` (years 1000
@@ -37,8 +39,9 @@ The rules, from a value of:
   ``1``, ``false``/``f``/``no``/``n``/``0``); any other string fails (Spark trims it and
   reads any case, and gives NULL or its ANSI error for other words).
 
-FLOAT targets, any other string or a number to TIMESTAMP, and a DOUBLE or FLOAT to DECIMAL or STRING
-are refused. VARCHAR(n) and CHAR(n) are STRING, as Spark 4 casts to them
+A DECIMAL, a string or a BOOLEAN to FLOAT (Spark's DECIMAL goes to FLOAT through a
+BigDecimal, another rounding path), any other string or a number to TIMESTAMP, and a DOUBLE
+or FLOAT to DECIMAL or STRING are refused. VARCHAR(n) and CHAR(n) are STRING, as Spark 4 casts to them
 by default (``spark.sql.preserveCharVarcharTypeInfo`` off).
 """
 
@@ -57,6 +60,7 @@ from ivm_assets.local.untranslatable import Untranslatable
 _T = exp.DataType.Type
 _INTEGERS = {_T.TINYINT: 3, _T.SMALLINT: 5, _T.INT: 10, _T.BIGINT: 20}
 _STRING = SqlType("string")
+_FLOAT = SqlType("float")
 _TIMESTAMPS = {_T.TIMESTAMPTZ: SqlType("timestamp"), _T.TIMESTAMPLTZ: SqlType("timestamp"), _T.TIMESTAMPNTZ: SqlType("timestamp", wall=True)}
 _DATE = SqlType("date")
 # Strings read alike by both engines, as regular expressions over the whole string.
@@ -83,6 +87,8 @@ def _target(to: exp.DataType, what: str) -> SqlType:
         return SqlType("number", precision, scale)
     if to.this == _T.DOUBLE:
         return DOUBLE
+    if to.this == _T.FLOAT:
+        return _FLOAT
     if to.this == _T.TEXT:  # STRING, and VARCHAR(n)/CHAR(n), which sqlglot reads as STRING as Spark casts them
         return _STRING
     if to.this == _T.DATE:
@@ -117,6 +123,12 @@ class Casts:
         to = duckdb_type(target)
         if t.family == "null":
             return f"CAST(NULL AS {to})"
+        if target.family == "float":
+            if t.family == "float":
+                return x
+            if t.family == "double" or (t.family == "number" and t.integer):
+                return f"CAST({x} AS FLOAT)"
+            raise Untranslatable(f"{what}: no in-process rule for casts of a {'DECIMAL' if t.family == 'number' else t.family} to FLOAT")
         if t.family == "number":
             if target.family == "number" and target.integer and not t.integer:
                 return f"CAST(trunc({x}) AS {to})"

@@ -166,7 +166,8 @@ class _Translator(TextFunctions, RegexFunctions, DateFunctions, NumberFunctions,
         if op in "+-" and (day := self._date_literal(node)) is not None:
             return f"DATE '{day.isoformat()}'", SqlType("date")
         what = node.sql("spark")
-        (left, lt), (right, rt) = (self._operand(side, ("number", "double"), f"{op} in {what}") for side in (node.this, node.expression))
+        (left, lt), (right, rt) = (self._operand(side, ("number", "double", "float"), f"{op} in {what}") for side in (node.this, node.expression))
+        _float_beside_double(lt, rt, f"{op} in {what}")
         if NULL in (lt, rt):
             return "NULL", NULL
         if DOUBLE in (lt, rt):
@@ -196,7 +197,8 @@ class _Translator(TextFunctions, RegexFunctions, DateFunctions, NumberFunctions,
 
     def visit_Div(self, node: exp.Div) -> tuple[str, SqlType]:
         what = f"/ in {node.sql('spark')}"
-        (left, lt), (right, rt) = (self._operand(side, ("number", "double"), what) for side in (node.this, node.expression))
+        (left, lt), (right, rt) = (self._operand(side, ("number", "double", "float"), what) for side in (node.this, node.expression))
+        _float_beside_double(lt, rt, what)
         if NULL in (lt, rt):
             return "NULL", NULL
         if DOUBLE in (lt, rt) or (lt.integer and rt.integer):
@@ -348,6 +350,14 @@ class _Translator(TextFunctions, RegexFunctions, DateFunctions, NumberFunctions,
     def visit_Coalesce(self, node: exp.Coalesce) -> tuple[str, SqlType]:
         items = [self(e) for e in [node.this, *node.expressions]]
         return f"COALESCE({', '.join(s for s, _ in items)})", common_type([t for _, t in items], "COALESCE")
+
+
+def _float_beside_double(lt: SqlType, rt: SqlType, what: str) -> None:
+    """Refuse arithmetic on a FLOAT unless beside a DOUBLE, which Spark widens it to exactly
+    (FLOAT beside FLOAT, an integer or a DECIMAL is FLOAT or DOUBLE arithmetic depending on
+    ANSI mode)."""
+    if "float" in (lt.family, rt.family) and DOUBLE not in (lt, rt):
+        raise Untranslatable(f"{what} over a float beside another type than DOUBLE")
 
 
 def _like_pattern(pattern: str, escape: str) -> str:

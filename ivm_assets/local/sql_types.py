@@ -90,10 +90,10 @@ def common_type(types: list[SqlType], what: str) -> SqlType:
     if not known:
         return NULL
     families = {t.family for t in known}
-    if families == {"number", "double"}:
+    if "double" in families and families <= {"number", "double", "float"} and len(families) > 1:
         for t in known:
             widens_exactly(t, what)
-        return DOUBLE  # Spark widens integers and DECIMALs to DOUBLE beside a DOUBLE
+        return DOUBLE  # Spark widens integers, DECIMALs and FLOATs (exactly) to DOUBLE beside a DOUBLE
     if len(families) > 1:
         raise Untranslatable(f"{what} compares or mixes {' and '.join(sorted(families))} (Spark casts implicitly)")
     if len({t.wall for t in known}) > 1:

@@ -28,6 +28,7 @@ CASTS = [
     "CAST(`flag` AS STRING)", "CAST(NULL AS INT)",
     "CAST(`s` AS BOOLEAN)", "CAST(`i` AS BOOLEAN)", "CAST(`d` AS BOOLEAN)", "CAST(`f` AS BOOLEAN)", "CAST(`r` AS BOOLEAN)",
     "CAST(`flag` AS INT)", "CAST(`flag` AS DOUBLE)", "CAST(`flag` AS BOOLEAN)", "to_date(`s`, 'yyyy-MM-dd')",
+    "CAST(`i` AS FLOAT)", "CAST(`b` AS FLOAT)", "CAST(`f` AS FLOAT)", "CAST(`r` AS FLOAT)", "CAST(1 AS FLOAT)",
 ]
 
 
@@ -55,7 +56,8 @@ def test_no_cast_fails_on_nulls():
         ("CAST(`f` AS DECIMAL(10, 2))", "casts of a double"),
         ("CAST(`f` AS STRING)", "casts of a double"),
         ("CAST(`r` AS DECIMAL(10, 2))", "casts of a float"),
-        ("CAST(`i` AS FLOAT)", "casts to FLOAT"),
+        ("CAST(`d` AS FLOAT)", "casts of a DECIMAL to FLOAT"),
+        ("CAST(`s` AS FLOAT)", "casts of a string to FLOAT"),
         ("CAST(`flag` AS DECIMAL(3, 0))", "casts of a boolean"),
         ("CAST(`w` AS DOUBLE)", "widened to DOUBLE"),
         ("to_date(`s`, 'dd/MM/yyyy')", "TO_DATE with a pattern other than"),

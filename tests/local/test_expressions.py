@@ -226,7 +226,8 @@ def test_an_average_of_integers_past_double_precision_fails_instead_of_guessing_
         ("`s` = 1", "Spark casts implicitly"),
         ("`r` + 1", "over a float"),
         ("`r` > 0.5", "Spark casts implicitly"),
-        ("`r` = `f`", "Spark casts implicitly"),
+        ("`r` = `i`", "Spark casts implicitly"),
+        ("`r` + `i`", "over a float beside another type than DOUBLE"),
         ("SUM(`f`) OVER (ORDER BY `i`)", "SUM OVER over a double"),
         ("date_add(`day`, `b`)", "not an INT"),
         ("date_add(`s`, 1)", "DATE_ADD over a string"),
@@ -322,3 +323,16 @@ def test_a_wide_decimal_beside_a_double_is_refused():
     for sql in ("`f` < `w`", "`f` * `w`"):
         with pytest.raises(Untranslatable, match="widened to DOUBLE"):
             translate(sql, types)
+
+
+def test_join_keys_of_a_float_and_another_type_are_left_to_spark():
+    """``r = f`` is in process as an expression (both widened to DOUBLE), but not as a join
+    key: Spark hashes and matches the pair as DOUBLEs, and the driver's state lookups match
+    each side as its own type."""
+    from ivm_assets.local.columns import check_key_types
+
+    floats = pa.table({"r": pa.array([0.1], pa.float32())})
+    doubles = pa.table({"f": pa.array([0.1], pa.float64()), "r2": pa.array([0.1], pa.float32())})
+    with pytest.raises(Untranslatable, match="compares a FLOAT with a double"):
+        check_key_types(floats, doubles, [("r", "f")], "the join key")
+    check_key_types(floats, doubles, [("r", "r2")], "the join key")  # FLOAT with FLOAT

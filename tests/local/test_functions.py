@@ -28,6 +28,8 @@ NUMBERS = [
     "IF(`i` > 0, `i`, `b`)", "IF(`flag`, `d`, `f`)", "IF(`flag`, `s`, NULL)", "nvl2(`s`, `i`, `d`)",
     "try_divide(`i`, `b`)", "try_divide(`d`, `i`)", "try_divide(`f`, `d`)", "try_divide(`w`, `tiny`)",
     "isnan(`f`)", "isnan(`r`)", "isnan(`i`)", "isnan(`d`)",
+    "`f` + `r`", "`r` * `f`", "`f` - `r`", "`r` / `f`", "`f` = `r`", "`r` <= `f`", "`r` <=> `f`",
+    "CASE WHEN `i` > 0 THEN `r` ELSE `f` END", "COALESCE(`r`, `f`)", "greatest(`f`, `r`)", "least(`r`, `f`, 0)", "CASE WHEN `flag` THEN `r` WHEN `i` > 1 THEN `i` ELSE `f` END",
 ]
 TIMES = [
     "hour(`ts`)", "minute(`ts`)", "second(`ts`)", "hour(`ntz`)", "second(`ntz`)",
