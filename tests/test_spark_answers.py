@@ -357,3 +357,27 @@ def test_a_negative_zero_is_stored_as_zero(builder, engine):
     assert [(i, str(x)) for i, x in output_rows(project, "p")] == [(1, "0.0"), (2, "1.5"), (3, "0.0")]
     assert output_rows(project, "s") == [(1, "-0.0"), (2, "1.5"), (3, "-0.0")]
     assert_oracle(project, as_written=True)
+
+
+def test_top_k_ordered_and_partitioned_by_doubles_as_spark_orders_them(builder, engine):
+    """A top-k ordered by a DOUBLE and one per DOUBLE partition, over −0.0, 0.0, NaN (two
+    bit patterns), ±Infinity and NULL: −0.0 ties with 0.0, NaN is above every value, in
+    both engines as in Spark, through inserts, deletes and updates of those values."""
+    schema = pa.schema([("id", pa.int64()), ("x", pa.float64()), ("g", pa.float64())])
+    rows = [(1, -0.0, 0.0), (2, 0.0, -0.0), (3, NAN, NAN), (4, float("inf"), 1.5), (5, None, None), (6, -1.5, NAN), (7, 2.0, 0.0)]
+    uri = builder.source("t", pa.Table.from_pylist([dict(zip(schema.names, r)) for r in rows], schema=schema))
+    builder.view("top", "SELECT id, x FROM t ORDER BY x DESC NULLS LAST, id LIMIT 3")
+    builder.view("low", "SELECT id, x FROM t ORDER BY x ASC NULLS FIRST, id LIMIT 2 OFFSET 1")
+    builder.view("per_group", "SELECT id, g, x FROM (SELECT id, g, x, ROW_NUMBER() OVER (PARTITION BY g ORDER BY x DESC, id) AS r FROM t) q WHERE r <= 1")
+    project = builder.load()
+    project.refresh()
+    assert_oracle(project, as_written=True)
+    for change in [
+        lambda: write(uri, pa.Table.from_pylist([{"id": 8, "x": float("-nan"), "g": -0.0}, {"id": 9, "x": -0.0, "g": NAN}], schema=schema), mode="append"),
+        lambda: delete_rows(uri, "id IN (3, 4)"),
+        lambda: update_rows(uri, set_sql={"x": "CAST('NaN' AS DOUBLE)"}, predicate="id = 2"),
+        lambda: update_rows(uri, set_sql={"g": "CAST('-0.0' AS DOUBLE)"}, predicate="id = 7"),
+    ]:
+        change()
+        assert_engine(project.refresh(), engine)
+        assert_oracle(project, as_written=True)
