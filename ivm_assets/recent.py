@@ -31,9 +31,6 @@ class Recent(Generic[K, V]):
         self._total = 0
         self._lock = threading.Lock()
 
-    def limit(self) -> int:
-        return self._limit()
-
     def total(self) -> int:
         """What the entries held add up to, in ``size``'s units."""
         return self._total

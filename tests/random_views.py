@@ -267,7 +267,7 @@ class _Query:
 
     def _grouped_window(self) -> str:
         source, p, has_where = self.source()
-        call = self.pick(f"RANK() OVER (ORDER BY SUM({p}v))", f"SUM(COUNT(*)) OVER ()", f"DENSE_RANK() OVER (ORDER BY MAX({p}d) DESC)")
+        call = self.pick(f"RANK() OVER (ORDER BY SUM({p}v))", "SUM(COUNT(*)) OVER ()", f"DENSE_RANK() OVER (ORDER BY MAX({p}d) DESC)")
         return f"SELECT {p}k AS k, SUM({p}v) AS s, COUNT(*) AS n, {call} AS w FROM {source}{self.where(has_where, p)} GROUP BY {p}k"
 
     def _union_aggregates(self) -> str:

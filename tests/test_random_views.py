@@ -19,21 +19,39 @@ import pytest
 
 from ivm_assets.engine.oracle import check_views
 from ivm_assets.spark.session import tuned_for
-from ivm_assets.testing import faults
 from tests.operators.harness import epochs_alternating
 from tests.random_views import Changes, random_changes, random_views
+from tests.test_crash import _crash_at
 
 SEED = int(os.environ.get("IVM_RANDOM_VIEWS_SEED", "20261128"))
 VIEWS = int(os.environ.get("IVM_RANDOM_VIEWS", "12"))
 EPOCHS = int(os.environ.get("IVM_RANDOM_VIEWS_EPOCHS", "4"))
 
 
-def _check(project, views: dict[str, str], when: str) -> None:
+def _built(builder, rng: random.Random, n: int, *, ansi: bool = True) -> tuple:
+    """Two random sources and ``n`` random views over them, built: (project, views, the
+    sources' :class:`Changes`, their URIs)."""
+    changes = Changes(rng)
+    uris = {"t": builder.source("t", changes.initial("t", 14)), "u": builder.source("u", changes.initial("u", 6))}
+    views = random_views(rng, n, ansi=ansi)
+    for name, sql in views.items():
+        builder.view(name, sql)
+    project = builder.load()
+    project.refresh()
+    return project, views, changes, uris
+
+
+def _check(project, views: dict[str, str], when: str, results=()) -> None:
+    """Every view equals Spark's answer to it as written; and every epoch of ``results``
+    recomputed in full says why (every generated construct is maintained incrementally,
+    docs/sql-support.md: a SUM that held NaN, say, is recomputed with its reason)."""
     with tuned_for(project.spark, small=True):
         wrong = [r for r in check_views(project, list(views), as_written=True) if not r.ok]
     assert not wrong, f"seed {SEED}, {when}:\n" + "\n".join(
         f"{r.view}: {views[r.view]}\n  {r.missing} missing {r.sample_missing}, {r.extra} extra {r.sample_extra}" for r in wrong
     )
+    unexplained = [f"{r.view}: {views[r.view]}" for r in results if r.mode == "full" and not r.reason]
+    assert not unexplained, "\n".join(unexplained)
 
 
 @pytest.fixture(params=["ansi on, UTC", "ansi off, New York"])
@@ -54,23 +72,13 @@ def ansi(request, spark):
 
 def test_random_views_equal_spark_answers(builder, ansi):
     rng = random.Random(SEED + (0 if ansi else 1))
-    changes = Changes(rng)
-    uris = {"t": builder.source("t", changes.initial("t", 14)), "u": builder.source("u", changes.initial("u", 6))}
-    views = random_views(rng, VIEWS, ansi=ansi)
-    for name, sql in views.items():
-        builder.view(name, sql)
-    project = builder.load()
-    project.refresh()
+    project, views, changes, uris = _built(builder, rng, VIEWS, ansi=ansi)
     _check(project, views, "first build")
     for epoch in range(EPOCHS):
         random_changes(rng, changes, uris)
         with epochs_alternating(epoch):
             results = project.refresh()
-        _check(project, views, f"epoch {epoch + 1} ({'in Spark' if epoch % 2 else 'in process where it can'})")
-        # Every generated construct is maintained incrementally (docs/sql-support.md); an
-        # epoch recomputed (a SUM that held NaN, say) says why.
-        unexplained = [f"{r.view}: {views[r.view]}" for r in results if r.mode == "full" and not r.reason]
-        assert not unexplained, "\n".join(unexplained)
+        _check(project, views, f"epoch {epoch + 1} ({'in Spark' if epoch % 2 else 'in process where it can'})", results)
 
 
 def test_random_views_recover_from_a_crash_in_any_epoch(builder, monkeypatch):
@@ -78,31 +86,14 @@ def test_random_views_recover_from_a_crash_in_any_epoch(builder, monkeypatch):
     leaves what a SIGKILL leaves), in whichever view it is then, and the next refresh
     finishes it: every view then equals Spark's answer, whichever commits had landed."""
     rng = random.Random(SEED + 2)
-    changes = Changes(rng)
-    uris = {"t": builder.source("t", changes.initial("t", 14)), "u": builder.source("u", changes.initial("u", 6))}
-    views = random_views(rng, max(VIEWS // 2, 4))
-    for name, sql in views.items():
-        builder.view(name, sql)
-    project = builder.load()
-    project.refresh()
+    project, views, changes, uris = _built(builder, rng, max(VIEWS // 2, 4))
     crashes = 0
     for epoch in range(EPOCHS):
         random_changes(rng, changes, uris)
         after = rng.randint(1, 6 * len(views))
-        monkeypatch.setenv(faults.CRASH_AFTER["commit"], str(after))
-        monkeypatch.setenv(faults.CRASH_MODE, "raise")
-        faults.reset_commit_count()
-        try:
-            with epochs_alternating(epoch):
-                project.refresh()
-        except faults.SimulatedCrash:
-            crashes += 1
-        finally:
-            monkeypatch.delenv(faults.CRASH_AFTER["commit"])
-            monkeypatch.delenv(faults.CRASH_MODE)
+        with epochs_alternating(epoch):
+            crashes += _crash_at(project, monkeypatch, after)
         with epochs_alternating(epoch + 1):  # recovered by the other engine
             results = project.refresh()
-        _check(project, views, f"epoch {epoch + 1}, recovered after a crash at commit {after}")
-        unexplained = [f"{r.view}: {views[r.view]}" for r in results if r.mode == "full" and not r.reason]
-        assert not unexplained, "\n".join(unexplained)
+        _check(project, views, f"epoch {epoch + 1}, recovered after a crash at commit {after}", results)
     assert crashes, "no epoch crashed: the crash points drawn were past every epoch's commits"
