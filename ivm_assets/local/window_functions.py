@@ -66,10 +66,13 @@ class WindowFunctions:
         frame = self._frame(node.args.get("spec"), what)
         if frame and (name in _RANKING or isinstance(func, (exp.Lag, exp.Lead))):
             raise Untranslatable(f"a frame on {name.upper()} ({what})")
-        partition = [self._operand(c, VALUE_FAMILIES, "PARTITION BY")[0] for c in node.args.get("partition_by") or []]
+        # FLOAT/DOUBLE too: DuckDB partitions and orders them as Spark does (−0.0 with 0.0,
+        # peers in an order; every NaN with every NaN, above every other value).
+        keyed = (*VALUE_FAMILIES, "double", "float")
+        partition = [self._operand(c, keyed, "PARTITION BY")[0] for c in node.args.get("partition_by") or []]
         order = []
         for o in (node.args.get("order").expressions if node.args.get("order") else []):
-            x, _ = self._operand(o.this, VALUE_FAMILIES, "a window's ORDER BY")
+            x, _ = self._operand(o.this, keyed, "a window's ORDER BY")
             desc = bool(o.args.get("desc"))
             first = o.args.get("nulls_first")
             first = (not desc) if first is None else bool(first)

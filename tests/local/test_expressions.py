@@ -239,7 +239,6 @@ def test_an_average_of_integers_past_double_precision_fails_instead_of_guessing_
         ("SUM(`i`) OVER (ORDER BY `b` RANGE BETWEEN 1 PRECEDING AND CURRENT ROW)", "RANGE frame with an offset"),
         ("AVG(`f`) OVER (ORDER BY `i`)", "AVG OVER over a double"),
         ("STDDEV(`i`) OVER (ORDER BY `b`)", "window function"),
-        ("LAG(`i`) OVER (ORDER BY `f`)", "ORDER BY over a double"),
         ("`f` < CAST(`d` AS DECIMAL(38, 10))", "DECIMAL of 38 digits widened to DOUBLE"),
         ("CAST(`s` AS TIMESTAMP)", "TIMESTAMP. over a string"),
         ("`s` LIKE `s`", "LIKE with a pattern"),
