@@ -217,13 +217,9 @@ class AggregateRule:
     # --- step 3: the output change -----------------------------------------------------------
     def values(self, delta: rel.Rel, i: int) -> rel.Rel:
         """The change of aggregate ``i``'s value table (MIN / MAX / COUNT(DISTINCT)): its
-        non-NULL argument values per group, with weights, consolidated. COUNT(DISTINCT)
-        counts −0.0 and 0.0 as one value, as Spark does; consolidation tells them apart."""
+        non-NULL argument values per group, with weights, consolidated."""
         arg = self.aggs[i].arg
-        value: rel.Expr = Col(arg)
-        if self.aggs[i].func == "count_distinct" and self.arg_types[i] in ("float", "double"):
-            value = Call("unsigned_zero", (value,))
-        rows = rel.Select(delta, tuple((k, Col(k)) for k in self.group_keys) + (("v", value), (WEIGHT, Col(WEIGHT))), present(Col(arg)))
+        rows = rel.Select(delta, tuple((k, Col(k)) for k in self.group_keys) + (("v", Col(arg)), (WEIGHT, Col(WEIGHT))), present(Col(arg)))
         return rel.Consolidate(rows, (*self.group_keys, "v"))
 
     def output(self, bound: set[str]) -> rel.Rel:
