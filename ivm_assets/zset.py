@@ -5,11 +5,19 @@ copies deleted. Changes, state tables and their reads all carry it under one nam
 tables also carry the bucket a row's key hashes to, and "latest" state the epoch that
 wrote each row. Nothing here knows how the rows are stored.
 
-Rows are equal as Spark's joins and GROUP BY take them: NULL equals NULL, and in DOUBLE and
-FLOAT columns −0.0 equals 0.0 and every NaN every NaN. :func:`normal_floats` brings float
-values to one representative each (0.0, the canonical NaN), after which that equality is
-equality bit for bit, the one Arrow's hashing and ``is_in`` use. :func:`value_runs` finds
-each bucket's rows in rows sorted by bucket, as appends and lookups hold them.
+Two equalities of rows matter, and both treat NULL as equal to NULL:
+
+- *keys* are equal as Spark's joins and GROUP BY compare them: in DOUBLE and FLOAT columns
+  −0.0 equals 0.0 and every NaN every NaN. :func:`normal_floats` brings float values to one
+  representative each (0.0, the canonical NaN), after which that equality is equality bit
+  for bit, the one Arrow's hashing and ``is_in`` use;
+- *rows* of a z-set are the same row when they are equal bit for bit but for a NaN's bits:
+  −0.0 and 0.0 are different rows, because a value's sign shows in Spark's answer
+  (``CAST(x AS STRING)`` is '-0.0') and a projection keeps it. :func:`normal_nans` brings
+  every NaN to the canonical one and keeps the sign of a zero.
+
+:func:`value_runs` finds each bucket's rows in rows sorted by bucket, as appends and
+lookups hold them.
 """
 
 from __future__ import annotations
@@ -39,11 +47,32 @@ def normal_floats(values: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedAr
     return pc.if_else(pc.is_nan(values), nan, values)
 
 
+def normal_nans(values: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """``values`` with every NaN as the canonical one and −0.0 as it is (floating point;
+    other types as they are): the same z-set row is then the same bits.
+
+    >>> [str(v) for v in normal_nans(pa.array([-0.0, float("-nan"), 0.0])).to_pylist()]
+    ['-0.0', 'nan', '0.0']
+    """
+    if not pa.types.is_floating(values.type):
+        return values
+    return pc.if_else(pc.is_nan(values), pa.scalar(float("nan"), values.type), values)
+
+
 def normal_rows(table: pa.Table, columns: tuple[str, ...] | list[str] | None = None) -> pa.Table:
-    """``table`` with :func:`normal_floats` in ``columns`` (default: every column)."""
+    """``table`` with :func:`normal_floats` in ``columns`` (default: every column): keys."""
+    return _normal_in(table, columns, normal_floats)
+
+
+def normal_row_bits(table: pa.Table) -> pa.Table:
+    """``table`` with :func:`normal_nans` in every column: z-set rows."""
+    return _normal_in(table, None, normal_nans)
+
+
+def _normal_in(table: pa.Table, columns, normal) -> pa.Table:
     for i, field in enumerate(table.schema):
         if pa.types.is_floating(field.type) and (columns is None or field.name in columns):
-            table = table.set_column(i, field, normal_floats(table.column(i)))
+            table = table.set_column(i, field, normal(table.column(i)))
     return table
 
 

@@ -128,8 +128,14 @@ def apply_bag_change(uri: str, change: pa.Table, *, columns: list[str], epoch: E
     one ``ins`` row per copy to store afterwards. One MERGE does both, so the table moves
     from its old contents to its new ones in a single commit.
     """
-    # Parenthesized: DataFusion binds AND tighter than IS NOT DISTINCT FROM.
-    match = " AND ".join(f'(t."{c}" IS NOT DISTINCT FROM s."{c}")' for c in columns)
+    # Parenthesized: DataFusion binds AND tighter than IS NOT DISTINCT FROM. Rows are matched
+    # as z-set rows are told apart (ivm_assets.zset): −0.0 equals 0.0 in DataFusion, but not
+    # as text ('-0' against '0'); every NaN is 'NaN'.
+    match = " AND ".join(
+        f'(t."{c}" IS NOT DISTINCT FROM s."{c}")'
+        + (f' AND (CAST(t."{c}" AS VARCHAR) IS NOT DISTINCT FROM CAST(s."{c}" AS VARCHAR))' if pa.types.is_floating(change.schema.field(c).type) else "")
+        for c in columns
+    )
     insert = {f'"{c}"': f's."{c}"' for c in columns}
 
     def attempt(at: int | None) -> bool:

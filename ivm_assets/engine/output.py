@@ -27,7 +27,7 @@ from ivm_assets.spark.arrow import to_arrow
 from ivm_assets.spark.batches import Batch, col, copies, null_safe_match
 from ivm_assets.state import consolidate, driver_rows
 from ivm_assets.state.arrangement import DRIVER_READ_BYTES, LARGE_READ_BYTES
-from ivm_assets.zset import WEIGHT, normal_rows
+from ivm_assets.zset import WEIGHT, normal_row_bits
 
 _OP, _COPY = "__ivm_op", "__ivm_copy"
 # An output of at most this many rows, all removed by a change, is written anew instead of
@@ -84,7 +84,7 @@ def apply_change(uri: str, change: Batch, schema: T.StructType, epoch: Epoch, *,
         old = _old_counts(uri, losing, names, output_version)
         # Renamed so Spark does not confuse the two sides (both descend from `change`).
         old = old.select(*[col(n).alias(f"__o{i}") for i, n in enumerate(names)], col("__old"))
-        cond = null_safe_match(rows, old, [(n, f"__o{i}") for i, n in enumerate(names)])
+        cond = null_safe_match(rows, old, [(n, f"__o{i}") for i, n in enumerate(names)], signed=True)
         rows = rows.join(old, cond if cond is not None else F.lit(True), "left").select(
             *[col(n) for n in names], col(WEIGHT), F.coalesce(col("__old"), F.lit(0)).alias("__old")
         )
@@ -139,8 +139,9 @@ def _old_copies(change: pa.Table, names: list[str], snap: SnapshotFiles) -> list
     None when the rows' types are not compared on the driver.
 
     The output rows whose first column is among the losing rows' (read by pyarrow) are
-    consolidated (:mod:`ivm_assets.state.consolidate`: NULL = NULL, −0.0 = 0.0, NaN = NaN, as
-    the Spark path compares them) into one row per value with its count of copies.
+    consolidated (:mod:`ivm_assets.state.consolidate`: NULL = NULL, NaN = NaN, −0.0 apart
+    from 0.0, as the Spark path and the MERGE compare them) into one row per value with its
+    count of copies.
     """
     losing = pc.less(change.column(WEIGHT), 0)
     if not pc.any(losing).as_py():
@@ -155,7 +156,7 @@ def _old_copies(change: pa.Table, names: list[str], snap: SnapshotFiles) -> list
         return None
     counts = consolidate.in_arrow(present.append_column(WEIGHT, pa.array([1] * present.num_rows, pa.int64())), names)
     codes = None if counts is None else driver_rows.tuple_codes(
-        [(normal_rows(change.select(names)), tuple(names)), (counts, tuple(names))]
+        [(normal_row_bits(change.select(names)), tuple(names)), (counts, tuple(names))]
     )
     if codes is None:
         return None
@@ -171,11 +172,13 @@ def _has_losses(change: Batch) -> bool:
 
 
 def _old_counts(uri: str, losing: DataFrame, names: list[str], version: int) -> DataFrame:
-    """Multiplicity, in the output as it was at the epoch's start, of each row that loses copies."""
+    """Multiplicity, in the output as it was at the epoch's start, of each row that loses
+    copies (rows told apart as z-set rows are: :mod:`ivm_assets.state.consolidate`)."""
     current, size = read_snapshot_sized(losing.sparkSession, uri, version=version)
     wanted = losing.select(*[col(n) for n in names]).distinct()
     if size > LARGE_READ_BYTES:
         wanted = F.broadcast(wanted)
     cond = null_safe_match(current, wanted, [(n, n) for n in names])
     present = current.join(wanted, cond if cond is not None else F.lit(True), "left_semi")
-    return present.groupBy(*[col(n) for n in names]).agg(F.count(F.lit(1)).alias("__old"))
+    counted = consolidate.in_spark(present.select(*[col(n) for n in names], F.lit(1).cast("bigint").alias(WEIGHT)), names)
+    return counted.withColumnRenamed(WEIGHT, "__old")

@@ -24,6 +24,7 @@ from ivm_assets.delta.handles import is_delta_table, latest_version, reusing_han
 from ivm_assets.delta.io_counts import IoCounts, counting
 from ivm_assets.delta.log import table_id
 from ivm_assets.delta.maintenance import clean_log, remove_tables_except
+from ivm_assets.delta.snapshot import arrow_schema
 from ivm_assets.engine import changes as cdc
 from ivm_assets.engine.compile import CompiledView
 from ivm_assets.engine.cost import estimate
@@ -222,6 +223,28 @@ def _identity_change(name: str, recorded: dict, now: dict) -> str | None:
 # What epochs recorded before semantics were: the settings every session had then.
 _EARLIER_SEMANTICS = {"ansi": "false", "time_zone": "UTC"}
 
+# Recorded by every epoch since consolidation keeps the sign of a zero (ivm_assets.zset):
+# FLOAT and DOUBLE values stored before it hold 0.0 for −0.0, and a change that removes
+# the −0.0 would not find them.
+SIGNED_ZEROS = "signed_zeros"
+
+
+def _unsigned_zeros(view: CompiledView, where: ViewLocation, last: dict) -> str | None:
+    """Why the view must be rebuilt to keep the sign of zeros (None when it need not): its
+    last epoch stored zeros unsigned, and its output or a state table has a FLOAT or DOUBLE
+    column (read once per view: the next epoch records that zeros are signed)."""
+    if last.get(SIGNED_ZEROS):
+        return None
+    # Types as text, nested ones included (a name inside a struct may rebuild in vain).
+    stored = [f.dataType.simpleString() for f in view.schema.fields]
+    for op in operators(view.root) if view.root is not None else ():
+        for t in op.state_tables:
+            if is_delta_table(uri := t.uri(where.state_root)):
+                stored += [str(f.type) for f in arrow_schema(uri)]
+    if any(word in text for text in stored for word in ("float", "double")):
+        return "an earlier version stored −0.0 as 0.0 in FLOAT and DOUBLE columns: view rebuilt to keep the sign of zeros"
+    return None
+
 
 def _semantics_change(last: dict, now: dict[str, str]) -> str | None:
     """Which Spark setting that changes the view's meaning differs from the last epoch's
@@ -289,6 +312,7 @@ def _plan_epoch(
         "output_version": latest_version(where.output) if is_delta_table(where.output) else None,
         "sql_hash": view.definition.sql_hash,
         "semantics": view.semantics,
+        SIGNED_ZEROS: True,
         "compiled": view.record(),
         "cost": {**cost.to_json(), "text": cost.describe()} if cost else None,
     }
@@ -311,6 +335,8 @@ def _full_reason(
         return "view SQL changed"
     if changed := _semantics_change(last, view.semantics):
         return changed
+    if unsigned := _unsigned_zeros(view, where, last):
+        return unsigned
     if source_problem:  # before the plan check: a source's own change names the column
         return source_problem
     # Compared by identity; an epoch recorded before identities were, by its fingerprint.

@@ -86,8 +86,9 @@ class DriverBinding(FromContext):
             # (Spark sums it cast to DOUBLE, from text DuckDB reads otherwise).
             if a.func in ("sum", "avg") and family not in ("number", "double", "float"):
                 raise Untranslatable(f"{a.func.upper()} over a {family}")
-            # DOUBLE and FLOAT too: the values are consolidated (−0.0 as 0.0, one NaN) as
-            # Spark's are, and both order NaN above +Infinity.
+            # DOUBLE and FLOAT too: the values are consolidated in one rule for both (one
+            # NaN; COUNT(DISTINCT) counts −0.0 and 0.0 as one value, as Spark does), and
+            # both order NaN above +Infinity.
             if i in values and family not in (*VALUE_FAMILIES, "double", "float"):
                 raise Untranslatable(f"{a.func.upper()} over a column of type {change.schema.field(a.arg).type}")
 

@@ -76,6 +76,8 @@ def expr(e: rel.Expr, types: dict[str, pa.DataType]) -> str:
         return f"isnan({args[0]})"
     if e.op == "is_infinite":
         return f"isinf({args[0]})"
+    if e.op == "unsigned_zero":
+        return f"(CASE WHEN {args[0]} = 0 THEN abs({args[0]}) ELSE {args[0]} END)"
     if e.op in ("coalesce", "greatest", "least"):
         return f"{e.op}({', '.join(args)})"
     raise ValueError(f"no DuckDB rendering of {e.op!r}")
@@ -213,6 +215,10 @@ def render(node: rel.Rel, schemas: dict[str, pa.Schema]) -> tuple[str, dict[str,
         first, last = expr(node.from_, types), expr(node.to, types)
         places = f"CAST(unnest(range(({first}) + 1, ({last}) + 1)) AS INTEGER) AS {q(node.name)}"  # Spark's sequence of INTs
         return f"SELECT *, {places} FROM ({sql}) WHERE {last} > {first}", types | {node.name: pa.int32()}
+    if isinstance(node, rel.Unsigned):
+        sql, types = render(node.input, schemas)
+        items = [f"CASE WHEN {q(c)} = 0 THEN abs({q(c)}) ELSE {q(c)} END AS {q(c)}" if pa.types.is_floating(t) else q(c) for c, t in types.items()]
+        return f"SELECT {', '.join(items)} FROM ({sql})", types
     if isinstance(node, rel.Window):
         copies = rel.positive_copies(node.input)
         repeated, types = render(copies, schemas)

@@ -15,14 +15,12 @@ from ivm_assets.zset import WEIGHT
 def rule(columns: tuple[str, ...], present: set[str]) -> rel.Rel:
     """Per touched row, with c its count before the change and c' after: Δout = +1 when
     c ≤ 0 < c', −1 when c' ≤ 0 < c. Without stored counts (a first build) c = 0 for every
-    row, and the change is consolidated already: its rows of positive weight, once each."""
+    row. Rows are counted as Spark's DISTINCT groups them (−0.0 with 0.0, output as 0.0),
+    which the change's consolidation does not do (:mod:`ivm_assets.zset`)."""
     delta = rel.Input("delta", columns + (WEIGHT,))
-    if "old" not in present:
-        return rel.Select(delta, tuple((c, Col(c)) for c in columns) + ((WEIGHT, Lit(1)),), gt(Col(WEIGHT), Lit(0)))
-    rows = rel.Union_((
-        keep(delta, columns, __o=Lit(0), __d=Col(WEIGHT)),
-        keep(rel.Input("old", columns + (WEIGHT,)), columns, __o=Col(WEIGHT), __d=Lit(0)),
-    ))
+    rows: rel.Rel = keep(delta, columns, __o=Lit(0), __d=Col(WEIGHT))
+    if "old" in present:
+        rows = rel.Union_((rows, keep(rel.Input("old", columns + (WEIGHT,)), columns, __o=Col(WEIGHT), __d=Lit(0))))
     per_row = rel.group_sum(rows, columns, (("__o", Col("__o")), ("__d", Col("__d"))))
     before, after = Col("__o"), add(Col("__o"), Col("__d"))
     zero = Lit(0)

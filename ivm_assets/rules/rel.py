@@ -52,7 +52,8 @@ class Null:
 class Call:
     """``op`` over ``args``: ``+ - *`` (BIGINT), ``/`` (DOUBLE), ``neg``, ``> < <= = <>``,
     ``and``, ``or``, ``not``, ``coalesce``, ``greatest``, ``least``, ``is_null``, ``is_nan``,
-    ``is_infinite``."""
+    ``is_infinite``, ``unsigned_zero`` (a FLOAT or DOUBLE with −0.0 as 0.0, as Spark's
+    GROUP BY and DISTINCT take it; :mod:`ivm_assets.zset`)."""
 
     op: str
     args: tuple[Expr, ...]
@@ -261,6 +262,16 @@ class Consolidate:
 
 
 @dataclass(frozen=True)
+class Unsigned:
+    """The rows of ``input`` with −0.0 as 0.0 in every FLOAT and DOUBLE column: what an
+    operator reads when it picks among rows Spark finds equal (a top-k's or a window's ties,
+    MIN and MAX), so that it picks the same row each time it recomputes what it emitted.
+    Consolidation keeps a zero's sign (:mod:`ivm_assets.zset`); these operators give 0.0."""
+
+    input: Rel
+
+
+@dataclass(frozen=True)
 class Window:
     """W(rows): the rows of ``input`` with a positive weight, each repeated as many times as
     its weight, ``columns`` then each of ``calls`` (name, a Spark SQL window expression) computed
@@ -272,8 +283,8 @@ class Window:
     sign: int
 
 
-Rel = Union[Input, Select, Join, Union_, Reduce, Repeat, Ordered, First, Places, Consolidate, Window]
-_RELATIONS = (Input, Select, Join, Union_, Reduce, Repeat, Ordered, First, Places, Consolidate, Window)
+Rel = Union[Input, Select, Join, Union_, Reduce, Repeat, Ordered, First, Places, Consolidate, Unsigned, Window]
+_RELATIONS = (Input, Select, Join, Union_, Reduce, Repeat, Ordered, First, Places, Consolidate, Unsigned, Window)
 
 
 def columns(rel: Rel) -> tuple[str, ...]:
@@ -292,7 +303,7 @@ def columns(rel: Rel) -> tuple[str, ...]:
         return tuple(c for c in columns(rel.input) if c != WEIGHT) + (rel.sign,)
     if isinstance(rel, Ordered):
         return columns(rel.input) + tuple(name for name, _, _ in rel.calls)
-    if isinstance(rel, First):
+    if isinstance(rel, (First, Unsigned)):
         return columns(rel.input)
     if isinstance(rel, Places):
         return columns(rel.input) + (rel.name,)

@@ -59,6 +59,8 @@ def expr(e: rel.Expr, inputs: dict[str, DataFrame]) -> Column:
         return F.isnan(args[0])
     if e.op == "is_infinite":
         return args[0].isin(float("inf"), float("-inf"))
+    if e.op == "unsigned_zero":
+        return F.when(args[0] == 0, F.abs(args[0])).otherwise(args[0])
     if e.op in ("coalesce", "greatest", "least"):
         return getattr(F, e.op)(*args)
     raise ValueError(f"no Spark rendering of {e.op!r}")
@@ -137,6 +139,10 @@ def render(node: rel.Rel, inputs: dict[str, DataFrame]) -> DataFrame:
         first, last = expr(node.from_, inputs), expr(node.to, inputs)
         places = F.explode(F.sequence((first + 1).cast("int"), last.cast("int")))
         return df.filter(last > first).select(*[F.col(q(c)) for c in df.columns], places.alias(node.name))
+    if isinstance(node, rel.Unsigned):
+        df = render(node.input, inputs)
+        floats = {f.name for f in df.schema.fields if isinstance(f.dataType, (T.FloatType, T.DoubleType))}
+        return df.select(*[F.when(F.col(q(c)) == 0, F.abs(F.col(q(c)))).otherwise(F.col(q(c))).alias(c) if c in floats else F.col(q(c)) for c in df.columns])
     if isinstance(node, rel.Window):
         repeated = render(rel.positive_copies(node.input), inputs)
         return repeated.select(

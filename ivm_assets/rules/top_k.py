@@ -41,8 +41,11 @@ class TopKRule:
     def output_columns(self) -> tuple[str, ...]:
         return self.columns + ((self.position,) if self.position else ())
 
-    def _input(self, name: str) -> rel.Input:
-        return rel.Input(name, self.columns + (WEIGHT,))
+    def _input(self, name: str) -> rel.Rel:
+        """A relation the epoch binds, zeros unsigned (:class:`~ivm_assets.rules.rel.Unsigned`):
+        rows tied but for a zero's sign would be picked in either order, and shown(B)
+        recomputed must be what was emitted."""
+        return rel.Unsigned(rel.Input(name, self.columns + (WEIGHT,)))
 
     def _first(self, rows: rel.Rel) -> rel.Rel:
         """The first ``target`` distinct rows of each partition of ``rows`` (a z-set) in order."""

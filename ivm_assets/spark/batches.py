@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from ivm_assets.spark.arrow import to_arrow, to_spark
 from ivm_assets.spark.cluster import keep_on_executors, release
@@ -206,10 +207,21 @@ def nothing(df: DataFrame) -> Batch:
     return Batch(df.limit(0), 0)
 
 
-def null_safe_match(left: DataFrame, right: DataFrame, pairs: list[tuple[str, str]]) -> Column | None:
-    """Join condition ``left.a <=> right.b AND …`` (None when there are no pairs)."""
+def null_safe_match(left: DataFrame, right: DataFrame, pairs: list[tuple[str, str]], *, signed: bool = False) -> Column | None:
+    """Join condition ``left.a <=> right.b AND …`` (None when there are no pairs): keys as
+    Spark compares them, −0.0 equal to 0.0. ``signed``: z-set rows (:mod:`ivm_assets.zset`),
+    where the sign of a zero in a FLOAT or DOUBLE column tells rows apart."""
     cond: Column | None = None
+    floats = {f.name for f in left.schema.fields if isinstance(f.dataType, (T.FloatType, T.DoubleType))} if signed else set()
     for a, b in pairs:
         term = left[q(a)].eqNullSafe(right[q(b)])
+        if a in floats:
+            term = term & (negative_zero(left[q(a)]) == negative_zero(right[q(b)]))
         cond = term if cond is None else cond & term
     return cond
+
+
+def negative_zero(c: Column) -> Column:
+    """Whether a FLOAT or DOUBLE is −0.0 (false for NULL). Spark has no function for a
+    double's bits and compares −0.0 equal to 0.0; its text is '-0.0' (read only for zeros)."""
+    return F.when(c == 0, c.cast("string").startswith("-")).otherwise(F.lit(False))

@@ -1,14 +1,22 @@
 """Consolidation: a change set brought to its normal form, one rule for every engine.
 
 A change set is a z-set: rows plus a BIGINT weight ``__w``. Consolidating it sums the
-weights of identical rows and drops the rows whose weight is then 0. **The rule** (Spark's
-GROUP BY is the reference; every implementation below gives the same rows and types):
+weights of identical rows and drops the rows whose weight is then 0. **The rule** (every
+implementation below gives the same rows and types):
 
 - two rows are identical when each column is: NULL equals NULL; in DOUBLE and FLOAT
-  columns −0.0 equals 0.0 and every NaN equals every other NaN (whatever its bits); other
-  values by their type's equality (strings by their bytes: ``'a' <> 'a '``);
-- the output carries normal float values (:func:`ivm_assets.zset.normal_floats`): 0.0, never −0.0, and one
-  NaN, the canonical quiet NaN (Java's ``Double.NaN`` and ``Float.NaN``);
+  columns every NaN equals every other NaN (whatever its bits), and −0.0 does **not**
+  equal 0.0; other values by their type's equality (strings by their bytes: ``'a' <> 'a '``);
+- the output carries one NaN, the canonical quiet NaN (Java's ``Double.NaN`` and
+  ``Float.NaN``: :func:`ivm_assets.zset.normal_nans`), and each zero with its sign.
+
+A zero keeps its sign because Spark's answer keeps it: a projection of −0.0 is −0.0, and
+``CAST(x AS STRING)`` of it '-0.0'. Had consolidation grouped rows as Spark's GROUP BY does
+(−0.0 with 0.0), a change from −0.0 to 0.0 would cancel and state would hold 0.0 where the
+source holds −0.0. Where Spark does group zeros together (GROUP BY, DISTINCT, join keys,
+partitions), the operators compare keys as Spark does (:func:`ivm_assets.zset.normal_floats`),
+not this rule.
+
 - weights are summed as BIGINT; a sum past its range is an error (Spark under ANSI, DuckDB),
   never a wrapped value; rows whose sum is 0 are dropped;
 - the output is the ``columns`` in their order, then ``__w``, each of the input's type;
@@ -31,12 +39,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from ivm_assets import duckdb_names
 from ivm_assets.spark.arrow import empty_table
+from ivm_assets.spark.batches import negative_zero
 from ivm_assets.sql.plan import q
 from ivm_assets.state import driver_rows
-from ivm_assets.zset import WEIGHT, normal_rows
+from ivm_assets.zset import WEIGHT, normal_row_bits
 
 if TYPE_CHECKING:
     import duckdb
@@ -52,12 +62,23 @@ def output_schema(schema: pa.Schema, columns: tuple[str, ...] | list[str]) -> pa
 def in_spark(df: DataFrame, columns: tuple[str, ...] | list[str]) -> DataFrame:
     """``df`` consolidated on ``columns`` (see the module doc), in Spark.
 
-    Spark's GROUP BY is the rule: its optimizer (NormalizeFloatingNumbers) groups by −0.0 as
-    0.0 and every NaN as the canonical one, and outputs those values; SUM of a BIGINT is a
-    BIGINT and raises on overflow under ANSI (ivm's sessions run with ANSI on). A global
-    SUM over no rows is NULL, which the filter drops as it drops 0.
+    Spark's GROUP BY groups by −0.0 as 0.0 and every NaN as the canonical one, and outputs
+    those values (its optimizer's NormalizeFloatingNumbers): each float column is grouped
+    with a flag saying its value is −0.0 as well, and the flagged groups get their sign
+    back. SUM of a BIGINT is a BIGINT and raises on overflow under ANSI (ivm's sessions run
+    with ANSI on). A global SUM over no rows is NULL, which the filter drops as it drops 0.
     """
-    return df.groupBy(*[F.col(q(c)) for c in columns]).agg(F.sum(F.col(WEIGHT)).alias(WEIGHT)).filter(F.col(WEIGHT) != 0)
+    types = {f.name: f.dataType for f in df.schema.fields if isinstance(f.dataType, (T.FloatType, T.DoubleType))}
+    flags = {c: f"__neg_zero{i}" for i, c in enumerate(columns) if c in types}
+    for c, flag in flags.items():
+        df = df.withColumn(flag, negative_zero(F.col(q(c))))
+    grouped = df.groupBy(*[F.col(q(c)) for c in columns], *flags.values()).agg(F.sum(F.col(WEIGHT)).alias(WEIGHT))
+    grouped = grouped.filter(F.col(WEIGHT) != 0)
+    if not flags:
+        return grouped
+    signed = {c: F.when(F.col(flag), F.lit(-0.0).cast(types[c])).otherwise(F.col(q(c))).alias(c) for c, flag in flags.items()}
+    return grouped.select(*[signed.get(c, F.col(q(c))) for c in columns], F.col(WEIGHT))
+
 
 
 def duckdb_sql(columns: tuple[str, ...] | list[str], schema: pa.Schema, relation: str, order_by: tuple[str, ...] = ()) -> str:
@@ -65,26 +86,30 @@ def duckdb_sql(columns: tuple[str, ...] | list[str], schema: pa.Schema, relation
     (``schema``) on ``columns``, its rows in the order of ``order_by`` (some of the
     columns; any order when empty); its output is cast to :func:`output_schema` afterwards.
 
-    DuckDB groups −0.0 with 0.0 and NaNs together, but outputs the first value it saw of a
-    group (−0.0, or a NaN of other bits): float columns are normalised before grouping.
-    SUM of a BIGINT is a HUGEINT there; the cast back raises past BIGINT's range.
+    DuckDB groups −0.0 with 0.0 and NaNs together, and outputs the first value it saw of a
+    group: NaNs are made canonical before grouping, and each float column is grouped by its
+    sign bit as well, so that a group holds zeros of one sign. SUM of a BIGINT is a HUGEINT
+    there; the cast back raises past BIGINT's range.
 
     >>> print(duckdb_sql(["k", "x"], pa.schema([("k", pa.int64()), ("x", pa.float32()), ("__w", pa.int64())]), "t"))
     SELECT "k", "x", CAST(sum("__w") AS BIGINT) AS "__w"
-    FROM (SELECT "k", CASE WHEN isnan("x") THEN CAST('NaN' AS FLOAT) WHEN "x" = 0 THEN CAST(0 AS FLOAT) ELSE "x" END AS "x", "__w" FROM t)
-    GROUP BY "k", "x" HAVING sum("__w") <> 0
+    FROM (SELECT "k", CASE WHEN isnan("x") THEN CAST('NaN' AS FLOAT) ELSE "x" END AS "x", "__w" FROM t)
+    GROUP BY "k", "x", signbit("x") HAVING sum("__w") <> 0
     """
     names = [duckdb_names.q(c) for c in columns]
-    normal = [normal_sql(name, schema.field(c).type) for c, name in zip(columns, names)]
+    floats = [pa.types.is_floating(schema.field(c).type) for c in columns]
+    normal = [_nan_normal_sql(name, schema.field(c).type) if f else name for c, name, f in zip(columns, names, floats)]
     w = duckdb_names.q(WEIGHT)
     inner = f"SELECT {', '.join([*normal, w])} FROM {relation}"
-    grouped = f" GROUP BY {', '.join(names)}" if names else ""
+    by = [*names, *(f"signbit({name})" for name, f in zip(names, floats) if f)]
+    grouped = f" GROUP BY {', '.join(by)}" if names else ""
     ordered = f" ORDER BY {', '.join(duckdb_names.q(c) for c in order_by)}" if order_by else ""
     return f"SELECT {', '.join([*names, f'CAST(sum({w}) AS BIGINT) AS {w}'])} FROM ({inner}){grouped} HAVING sum({w}) <> 0{ordered}"
 
 
 def normal_sql(name: str, t: pa.DataType) -> str:
-    """The column ``name`` (quoted) of type ``t`` with its floats in normal form, as a select item."""
+    """The key column ``name`` (quoted) of type ``t`` with its floats as Spark groups them
+    (:func:`ivm_assets.zset.normal_floats`), as a select item."""
     if not pa.types.is_floating(t):
         return name
     sql_type = "FLOAT" if pa.types.is_float32(t) else "DOUBLE"
@@ -92,6 +117,12 @@ def normal_sql(name: str, t: pa.DataType) -> str:
         f"CASE WHEN isnan({name}) THEN CAST('NaN' AS {sql_type}) WHEN {name} = 0 THEN CAST(0 AS {sql_type}) "
         f"ELSE {name} END AS {name}"
     )
+
+
+def _nan_normal_sql(name: str, t: pa.DataType) -> str:
+    """The float column ``name`` with every NaN the canonical one, as a select item."""
+    sql_type = "FLOAT" if pa.types.is_float32(t) else "DOUBLE"
+    return f"CASE WHEN isnan({name}) THEN CAST('NaN' AS {sql_type}) ELSE {name} END AS {name}"
 
 
 def in_duckdb(
@@ -111,9 +142,9 @@ def in_arrow(rows: pa.Table, columns: tuple[str, ...] | list[str]) -> pa.Table |
     :func:`~ivm_assets.state.driver_rows.tuple_codes`) or a weight sum might overflow (Arrow
     would wrap it): the caller consolidates in Spark instead.
 
-    >>> t = pa.table({"x": [0.0, -0.0, None, None], "__w": pa.array([1, 1, 2, -2], pa.int64())})
-    >>> in_arrow(t, ["x"]).to_pylist()
-    [{'x': 0.0, '__w': 2}]
+    >>> t = pa.table({"x": [0.0, -0.0, None, None, -0.0], "__w": pa.array([1, 1, 2, -2, 1], pa.int64())})
+    >>> [(str(r["x"]), r["__w"]) for r in in_arrow(t, ["x"]).to_pylist()]
+    [('0.0', 1), ('-0.0', 2)]
     """
     columns = tuple(columns)
     if not rows.num_rows:
@@ -122,7 +153,7 @@ def in_arrow(rows: pa.Table, columns: tuple[str, ...] | list[str]) -> pa.Table |
     low, high = (v.as_py() for v in pc.min_max(weights).values())
     if max(-low, high) * rows.num_rows >= 2**63:
         return None
-    # Normal floats make the rule's equality bitwise equality, which Arrow's hashing is.
-    normal = normal_rows(rows.select(list(columns))).append_column(pa.field(WEIGHT, pa.int64()), weights)
+    # Canonical NaNs make the rule's equality bitwise equality, which Arrow's hashing is.
+    normal = normal_row_bits(rows.select(list(columns))).append_column(pa.field(WEIGHT, pa.int64()), weights)
     codes = driver_rows.tuple_codes([(normal, columns)])
     return None if codes is None else driver_rows.sum_weights(normal, columns, WEIGHT, codes[0])

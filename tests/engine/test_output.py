@@ -13,16 +13,36 @@ def _bits(project, view: str, column: str) -> list[int]:
     return sorted(values.combine_chunks().view(pa.int64()).to_pylist())
 
 
-def test_a_zero_arrives_as_0_0_whichever_engine_ran(builder, engine):
-    """Consolidation outputs 0.0 for −0.0 (ivm_assets.state.consolidate); DuckDB stored the
-    −0.0 it saw first, where Spark stores 0.0."""
+def test_a_zero_keeps_its_sign_and_a_nan_arrives_canonical_whichever_engine_ran(builder, engine):
+    """Consolidation keeps −0.0 apart from 0.0 and makes every NaN the canonical one
+    (ivm_assets.state.consolidate); DuckDB once stored the NaN it saw first."""
     uri = builder.source("src", {"a": [1], "b": [0.0]})
     builder.view("v", "SELECT a, b FROM src")
     project = builder.load()
     project.refresh()
     write_deltalake(uri, pa.table({"a": [2, 3], "b": [-0.0, float("-nan")]}), mode="append")
     assert_engine(project.refresh(), engine)
-    assert _bits(project, "v", "b") == sorted([0, 0, 0x7FF8000000000000])
+    assert _bits(project, "v", "b") == sorted([0, -(2**63), 0x7FF8000000000000])
+
+
+def test_a_view_that_stored_zeros_unsigned_is_rebuilt_once(builder):
+    """An epoch recorded before zeros kept their sign rebuilds a view that stores a FLOAT
+    or DOUBLE column (its output or a state table), with the reason; a view of other types
+    carries on, and the next epoch records that its zeros are signed."""
+    from ivm_assets.engine.refresh import SIGNED_ZEROS, _unsigned_zeros
+
+    builder.source("src", {"a": [1], "b": [0.0]})
+    builder.view("out", "SELECT a, b FROM src")
+    builder.view("kept", "SELECT s.a, t.b > s.b AS up FROM src s JOIN src t ON s.a = t.a")
+    builder.view("ints", "SELECT a, COUNT(*) AS n FROM src GROUP BY a")
+    project = builder.load()
+    project.refresh()
+    compiled = project.compile(["out", "kept", "ints"])
+    before = {SIGNED_ZEROS: False}
+    assert "rebuilt to keep the sign of zeros" in _unsigned_zeros(compiled["out"], project.location("out"), before)
+    assert "rebuilt to keep the sign of zeros" in _unsigned_zeros(compiled["kept"], project.location("kept"), before)
+    assert _unsigned_zeros(compiled["ints"], project.location("ints"), before) is None
+    assert _unsigned_zeros(compiled["out"], project.location("out"), {SIGNED_ZEROS: True}) is None
 
 
 def test_an_array_column_loses_a_row(builder):
