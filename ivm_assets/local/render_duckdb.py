@@ -76,8 +76,6 @@ def expr(e: rel.Expr, types: dict[str, pa.DataType]) -> str:
         return f"isnan({args[0]})"
     if e.op == "is_infinite":
         return f"isinf({args[0]})"
-    if e.op == "unsigned_zero":
-        return f"(CASE WHEN {args[0]} = 0 THEN abs({args[0]}) ELSE {args[0]} END)"
     if e.op in ("coalesce", "greatest", "least"):
         return f"{e.op}({', '.join(args)})"
     raise ValueError(f"no DuckDB rendering of {e.op!r}")

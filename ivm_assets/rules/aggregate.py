@@ -217,15 +217,13 @@ class AggregateRule:
     # --- step 3: the output change -----------------------------------------------------------
     def values(self, delta: rel.Rel, i: int) -> rel.Rel:
         """The change of aggregate ``i``'s value table (MIN / MAX / COUNT(DISTINCT)): its
-        non-NULL argument values per group, with weights, consolidated. A FLOAT or DOUBLE
-        zero is stored as 0.0: COUNT(DISTINCT) counts −0.0 and 0.0 as one value, as Spark
-        does, and MIN/MAX would pick either sign among them (consolidation tells them
-        apart), so that a group recomputed could retract another value than it emitted."""
+        non-NULL argument values per group, with weights, consolidated. Read with zeros
+        unsigned (:class:`~ivm_assets.rules.rel.Unsigned`), values and group keys alike, as
+        Spark's GROUP BY and DISTINCT take them: COUNT(DISTINCT) counts −0.0 and 0.0 as one
+        value, a group's rows are one group's, and MIN/MAX pick the same value each time a
+        group is recomputed, so that its retraction is what it emitted."""
         arg = self.aggs[i].arg
-        value: rel.Expr = Col(arg)
-        if self.arg_types[i] in ("float", "double"):
-            value = Call("unsigned_zero", (value,))
-        rows = rel.Select(delta, tuple((k, Col(k)) for k in self.group_keys) + (("v", value), (WEIGHT, Col(WEIGHT))), present(Col(arg)))
+        rows = rel.Select(rel.Unsigned(delta), tuple((k, Col(k)) for k in self.group_keys) + (("v", Col(arg)), (WEIGHT, Col(WEIGHT))), present(Col(arg)))
         return rel.Consolidate(rows, (*self.group_keys, "v"))
 
     def output(self, bound: set[str]) -> rel.Rel:

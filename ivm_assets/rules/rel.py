@@ -52,8 +52,7 @@ class Null:
 class Call:
     """``op`` over ``args``: ``+ - *`` (BIGINT), ``/`` (DOUBLE), ``neg``, ``> < <= = <>``,
     ``and``, ``or``, ``not``, ``coalesce``, ``greatest``, ``least``, ``is_null``, ``is_nan``,
-    ``is_infinite``, ``unsigned_zero`` (a FLOAT or DOUBLE with −0.0 as 0.0, as Spark's
-    GROUP BY and DISTINCT take it; :mod:`ivm_assets.zset`)."""
+    ``is_infinite``."""
 
     op: str
     args: tuple[Expr, ...]

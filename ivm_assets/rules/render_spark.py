@@ -59,8 +59,6 @@ def expr(e: rel.Expr, inputs: dict[str, DataFrame]) -> Column:
         return F.isnan(args[0])
     if e.op == "is_infinite":
         return args[0].isin(float("inf"), float("-inf"))
-    if e.op == "unsigned_zero":
-        return F.when(args[0] == 0, F.abs(args[0])).otherwise(args[0])
     if e.op in ("coalesce", "greatest", "least"):
         return getattr(F, e.op)(*args)
     raise ValueError(f"no Spark rendering of {e.op!r}")
