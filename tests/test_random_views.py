@@ -91,7 +91,8 @@ def test_random_views_recover_from_a_crash_in_any_epoch(builder, monkeypatch):
     crashes = 0
     for epoch in range(EPOCHS):
         random_changes(rng, changes, uris)
-        after = rng.randint(1, 6 * len(views))
+        # A few commits per touched view: a wider range drew, for some seeds, no crash at all.
+        after = rng.randint(1, 2 * len(views))
         with epochs_alternating(epoch):
             crashes += _crash_at(project, monkeypatch, after)
         with epochs_alternating(epoch + 1):  # recovered by the other engine
