@@ -408,22 +408,16 @@ def _edge_doubles(builder) -> list:
     ]
 
 
-def test_top_k_ordered_and_partitioned_by_doubles_as_spark_orders_them(builder, engine):
-    """A top-k ordered by a DOUBLE and one per DOUBLE partition, over −0.0, 0.0, NaN (two
-    bit patterns), ±Infinity and NULL: −0.0 ties with 0.0, NaN is above every value, in
-    both engines as in Spark, through inserts, deletes and updates of those values."""
+def test_top_k_and_windows_ordered_and_partitioned_by_doubles_as_spark_orders_them(builder, engine):
+    """A top-k ordered by a DOUBLE, one per DOUBLE partition, and window functions
+    partitioned and ordered by DOUBLEs, over −0.0, 0.0, NaN (two bit patterns), ±Infinity
+    and NULL: −0.0 ties with 0.0 (one partition; peers in an order: one RANK, one RANGE
+    frame), NaN is above every value, in both engines as in Spark, through inserts, deletes
+    and updates of those values."""
     changes = _edge_doubles(builder)
     builder.view("top", "SELECT id, x FROM t ORDER BY x DESC NULLS LAST, id LIMIT 3")
     builder.view("low", "SELECT id, x FROM t ORDER BY x ASC NULLS FIRST, id LIMIT 2 OFFSET 1")
     builder.view("per_group", "SELECT id, g, x FROM (SELECT id, g, x, ROW_NUMBER() OVER (PARTITION BY g ORDER BY x DESC, id) AS r FROM t) q WHERE r <= 1")
-    _answers_as_spark(builder.load(), changes, engine)
-
-
-def test_windows_ordered_and_partitioned_by_doubles_as_spark_orders_them(builder, engine):
-    """Window functions partitioned and ordered by DOUBLEs over the same values: −0.0 and
-    0.0 share a partition and are peers in an order (one RANK, one RANGE frame), NaN is
-    above every value, in both engines as in Spark."""
-    changes = _edge_doubles(builder)
     builder.view("ranks", "SELECT id, g, x, RANK() OVER (PARTITION BY g ORDER BY x) AS r, "
                  "DENSE_RANK() OVER (ORDER BY x DESC NULLS FIRST) AS d FROM t")
     builder.view("peers", "SELECT id, COUNT(*) OVER (PARTITION BY g ORDER BY x) AS n, "
