@@ -215,6 +215,8 @@ def render(node: rel.Rel, schemas: dict[str, pa.Schema]) -> tuple[str, dict[str,
         return f"SELECT *, {places} FROM ({sql}) WHERE {last} > {first}", types | {node.name: pa.int32()}
     if isinstance(node, rel.Unsigned):
         sql, types = render(node.input, schemas)
+        if not any(pa.types.is_floating(t) for t in types.values()):
+            return sql, types
         items = [f"CASE WHEN {q(c)} = 0 THEN abs({q(c)}) ELSE {q(c)} END AS {q(c)}" if pa.types.is_floating(t) else q(c) for c, t in types.items()]
         return f"SELECT {', '.join(items)} FROM ({sql})", types
     if isinstance(node, rel.Window):

@@ -13,7 +13,7 @@ from pyspark.sql import types as T
 
 from ivm_assets import decimal_rules
 from ivm_assets.rules import rel
-from ivm_assets.spark.batches import copies
+from ivm_assets.spark.batches import copies, float_columns
 from ivm_assets.sql.plan import q
 from ivm_assets.state import consolidate
 from ivm_assets.zset import WEIGHT
@@ -139,7 +139,9 @@ def render(node: rel.Rel, inputs: dict[str, DataFrame]) -> DataFrame:
         return df.filter(last > first).select(*[F.col(q(c)) for c in df.columns], places.alias(node.name))
     if isinstance(node, rel.Unsigned):
         df = render(node.input, inputs)
-        floats = {f.name for f in df.schema.fields if isinstance(f.dataType, (T.FloatType, T.DoubleType))}
+        floats = float_columns(df)
+        if not floats:
+            return df
         return df.select(*[F.when(F.col(q(c)) == 0, F.abs(F.col(q(c)))).otherwise(F.col(q(c))).alias(c) if c in floats else F.col(q(c)) for c in df.columns])
     if isinstance(node, rel.Window):
         repeated = render(rel.positive_copies(node.input), inputs)

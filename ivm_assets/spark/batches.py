@@ -212,13 +212,18 @@ def null_safe_match(left: DataFrame, right: DataFrame, pairs: list[tuple[str, st
     Spark compares them, −0.0 equal to 0.0. ``signed``: z-set rows (:mod:`ivm_assets.zset`),
     where the sign of a zero in a FLOAT or DOUBLE column tells rows apart."""
     cond: Column | None = None
-    floats = {f.name for f in left.schema.fields if isinstance(f.dataType, (T.FloatType, T.DoubleType))} if signed else set()
+    floats = float_columns(left) if signed else {}
     for a, b in pairs:
         term = left[q(a)].eqNullSafe(right[q(b)])
         if a in floats:
             term = term & (negative_zero(left[q(a)]) == negative_zero(right[q(b)]))
         cond = term if cond is None else cond & term
     return cond
+
+
+def float_columns(df: DataFrame) -> dict[str, T.DataType]:
+    """``df``'s FLOAT and DOUBLE columns and their types: where a zero's sign is a value's."""
+    return {f.name: f.dataType for f in df.schema.fields if isinstance(f.dataType, (T.FloatType, T.DoubleType))}
 
 
 def negative_zero(c: Column) -> Column:

@@ -39,11 +39,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from ivm_assets import duckdb_names
 from ivm_assets.spark.arrow import empty_table
-from ivm_assets.spark.batches import negative_zero
+from ivm_assets.spark.batches import float_columns, negative_zero
 from ivm_assets.sql.plan import q
 from ivm_assets.state import driver_rows
 from ivm_assets.zset import WEIGHT, normal_row_bits
@@ -68,7 +67,7 @@ def in_spark(df: DataFrame, columns: tuple[str, ...] | list[str]) -> DataFrame:
     back. SUM of a BIGINT is a BIGINT and raises on overflow under ANSI (ivm's sessions run
     with ANSI on). A global SUM over no rows is NULL, which the filter drops as it drops 0.
     """
-    types = {f.name: f.dataType for f in df.schema.fields if isinstance(f.dataType, (T.FloatType, T.DoubleType))}
+    types = float_columns(df)
     flags = {c: f"__neg_zero{i}" for i, c in enumerate(columns) if c in types}
     for c, flag in flags.items():
         df = df.withColumn(flag, negative_zero(F.col(q(c))))
@@ -78,7 +77,6 @@ def in_spark(df: DataFrame, columns: tuple[str, ...] | list[str]) -> DataFrame:
         return grouped
     signed = {c: F.when(F.col(flag), F.lit(-0.0).cast(types[c])).otherwise(F.col(q(c))).alias(c) for c, flag in flags.items()}
     return grouped.select(*[signed.get(c, F.col(q(c))) for c in columns], F.col(WEIGHT))
-
 
 
 def duckdb_sql(columns: tuple[str, ...] | list[str], schema: pa.Schema, relation: str, order_by: tuple[str, ...] = ()) -> str:
@@ -112,17 +110,18 @@ def normal_sql(name: str, t: pa.DataType) -> str:
     (:func:`ivm_assets.zset.normal_floats`), as a select item."""
     if not pa.types.is_floating(t):
         return name
-    sql_type = "FLOAT" if pa.types.is_float32(t) else "DOUBLE"
-    return (
-        f"CASE WHEN isnan({name}) THEN CAST('NaN' AS {sql_type}) WHEN {name} = 0 THEN CAST(0 AS {sql_type}) "
-        f"ELSE {name} END AS {name}"
-    )
+    return _float_case(name, t, unsigned=True)
 
 
 def _nan_normal_sql(name: str, t: pa.DataType) -> str:
     """The float column ``name`` with every NaN the canonical one, as a select item."""
+    return _float_case(name, t, unsigned=False)
+
+
+def _float_case(name: str, t: pa.DataType, *, unsigned: bool) -> str:
     sql_type = "FLOAT" if pa.types.is_float32(t) else "DOUBLE"
-    return f"CASE WHEN isnan({name}) THEN CAST('NaN' AS {sql_type}) ELSE {name} END AS {name}"
+    zero = f"WHEN {name} = 0 THEN CAST(0 AS {sql_type}) " if unsigned else ""
+    return f"CASE WHEN isnan({name}) THEN CAST('NaN' AS {sql_type}) {zero}ELSE {name} END AS {name}"
 
 
 def in_duckdb(
