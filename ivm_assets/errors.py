@@ -103,14 +103,15 @@ class LostDataFile(RebuildNeeded):
 
 class InexactAggregate(RebuildNeeded):
     """A group's running SUM/AVG cannot be updated exactly: its DECIMAL sum overflowed 38
-    digits (Spark's SUM is NULL then, and the exact value is gone), or a row is deleted from
-    a DOUBLE sum that holds NaN or ±Infinity (NaN − NaN is NaN, not the rest's sum)."""
+    digits (Spark's SUM is NULL then, and the exact value is gone), or a value leaves a
+    DOUBLE sum that keeps no values to sum again (its argument was not typed as DOUBLE when
+    the view was compiled; a running DOUBLE sum keeps the rounding of values that left)."""
 
     # Carried by the error Spark or DuckDB raise inside an epoch's plan (``raise_error``).
     MARKER = "ivm-inexact-aggregate"
 
     def __init__(self, view: str, aggregate: str, kind: str) -> None:
-        cause = "its sum overflowed 38 digits" if kind == "decimal" else "a row leaves a sum holding NaN or Infinity"
+        cause = "its sum overflowed 38 digits" if kind == "decimal" else "a value leaves a DOUBLE sum kept without its values"
         why = f"{aggregate} of a group this change touches cannot be updated exactly ({cause})"
         super().__init__(
             f"view {view!r}: {why}. Run `ivm refresh --full {view}` (or set `refresh: auto`) to recompute it.",

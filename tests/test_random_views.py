@@ -44,7 +44,7 @@ def _built(builder, rng: random.Random, n: int, *, ansi: bool = True) -> tuple:
 def _check(project, views: dict[str, str], when: str, results=()) -> None:
     """Every view equals Spark's answer to it as written; and every epoch of ``results``
     recomputed in full says why (every generated construct is maintained incrementally,
-    docs/sql-support.md: a SUM that held NaN, say, is recomputed with its reason)."""
+    docs/sql-support.md: a DECIMAL SUM past 38 digits, say, is recomputed with its reason)."""
     with tuned_for(project.spark, small=True):
         wrong = [r for r in check_views(project, list(views), as_written=True) if not r.ok]
     assert not wrong, f"seed {SEED}, {when}:\n" + "\n".join(

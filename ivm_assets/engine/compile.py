@@ -145,7 +145,7 @@ def compile_view(
         try:
             qualified = qualify(inline_named_windows(view.statement), schema=sg_schema, dialect=DIALECT, quote_identifiers=False)
             relations = {n: tuple(f.name for f in schemas[n].fields) for n in view.dependencies}
-            compiled.plan = top_k_per_group(prune_columns(lower(qualified, relations)))
+            compiled.plan = top_k_per_group(prune_columns(lower(qualified, relations, sg_schema)))
             compiled.root = incrementalize(compiled.plan)
         except (LoweringError, OptimizeError, KeyError) as exc:
             node = exc.node if isinstance(exc, LoweringError) else None

@@ -10,13 +10,17 @@ State:
   (Spark's AVG sums in DOUBLE; a BIGINT sum would wrap). New values are old + the change's
   partial sums, so these aggregates never look at the group's rows again. Because the old
   values are read back exactly (never re-summed), a retraction always equals the row
-  emitted before, floating point included. A sum that cannot be carried on exactly — a
-  DECIMAL sum past 38 digits (stored as NULL, Spark's answer), or a row leaving a DOUBLE
-  sum that holds NaN or ±Infinity — stops the epoch with :class:`InexactAggregate`, and
-  the view is recomputed.
+  emitted before, floating point included. A DECIMAL sum past 38 digits (stored as NULL,
+  Spark's answer) cannot be carried on exactly: it stops the epoch with
+  :class:`InexactAggregate`, and the view is recomputed.
 - ``values<i>`` (z-set) per MIN / MAX / COUNT(DISTINCT): the multiset of non-NULL argument
   values per group. Deleting the current minimum is answered from the remaining values of
-  the touched groups only.
+  the touched groups only. Per SUM/AVG whose argument the SQL front end did not type as an
+  integer or DECIMAL (:attr:`~ivm_assets.sql.plan.AggCall.exact`) too: a DOUBLE running
+  sum keeps the rounding of values that left (1e30 + 0.1 − 1e30 is 0.0), so where a value
+  leaves a group, its sum is summed again from the values it holds. A DOUBLE sum without
+  values (typed exact, but DOUBLE to Spark) stops the epoch with :class:`InexactAggregate`
+  where a value leaves, and the view is recomputed.
 A group exists while its row count is positive; a global aggregate (no GROUP BY) always
 has its one row: COUNT is 0 and SUM/AVG/MIN/MAX are NULL over an empty input, as in Spark.
 
@@ -57,7 +61,7 @@ class AggregateOp(BoundOperator):
         self.values = {
             i: StateTable(operator_id=op_id, name=f"values{i}", columns=self.group_keys + ("v",), keys=self.group_keys, layout="zset")
             for i, a in enumerate(aggs)
-            if a.func in VALUE_AGGS
+            if a.func in VALUE_AGGS or (a.func in ("sum", "avg") and not a.exact)
         }
 
     @property
@@ -71,13 +75,15 @@ class AggregateOp(BoundOperator):
     @property
     def version(self) -> int:
         # 2: AVG over integers summed exactly (was BIGINT, which wraps), AVG over DECIMAL
-        # rounded once into its type, inexact sums detected (see the module doc).
+        # rounded once into its type, inexact sums detected (see the module doc). DOUBLE
+        # sums recounted from their values add state tables, which change the fingerprint.
         return 2 if any(a.func in ("sum", "avg") for a in self.aggs) else 1
 
     def rule(self, arg_types: tuple[str | None, ...], ansi: bool) -> AggregateRule:
         """This aggregate's rule on changes (:mod:`ivm_assets.rules.aggregate`), its
         arguments typed as Spark names types (``simpleString``)."""
-        return AggregateRule(self.keys, self.aggs, arg_types, ansi)
+        valued = tuple(i for i in self.values if self.aggs[i].func in ("sum", "avg"))
+        return AggregateRule(self.keys, self.aggs, arg_types, ansi, valued)
 
     def epoch(self, cx: EpochBinding) -> Change:
         keys, names = self.group_keys, self.group_keys + self.partials
@@ -109,8 +115,22 @@ class AggregateOp(BoundOperator):
         inputs = {"change": change}
         if (old := cx.lookup(self.groups, touched, keys, like=change, reused=True)) is not None:
             inputs["old"] = old
+        # The value tables' changes and touched groups' rows, read by the output (MIN, MAX,
+        # COUNT(DISTINCT)) or by the new groups (a DOUBLE sum recounted where a value leaves).
+        value_changes: dict[int, Change] = {}
+        values: dict[int, dict[str, Change]] = {}
+        for i, table in self.values.items():
+            dv = cx.stored(cx.compute(rule.values(delta_rel, i), {"delta": delta}), table, (*keys, "v", WEIGHT))
+            value_changes[i] = cx.keyed(dv, keys, table, ())
+            recounted = i in rule.recounted  # computed for the new groups, not lazily for the output
+            values[i] = {f"dv{i}": cx.unkeyed(value_changes[i], lazily=not recounted)}
+            if (rows := cx.lookup(table, touched, keys, like=dv, reused=True)) is not None:
+                values[i][f"old_values{i}"] = rows
+        # (Not in a build: no value leaves.)
+        recounts = {} if cx.full else {name: rows for i in rule.recounted for name, rows in values[i].items()}
+        inputs |= recounts
         combined = rule.combined(rel.Input("change", cx.columns(change)), rel.Input("old", names) if old is not None else None,
-                                 checked=not cx.full, view=cx.view)
+                                 checked=not cx.full, view=cx.view, bound=frozenset(recounts))
         # Reading the groups whole, only the touched ones are stored again; the retractions
         # and insertions of all others cancel in the output's consolidation (their new row
         # is computed from their old partials alone, so it is the old row exactly).
@@ -122,13 +142,9 @@ class AggregateOp(BoundOperator):
         outputs = {"new": cx.compute(rel.Select(combined, items), inputs) if whole else cx.unkeyed(new, lazily=True)}
         if old is not None:
             outputs["old"] = old
-        value_changes: dict[int, Change] = {}
-        for i, table in self.values.items():
-            dv = cx.stored(cx.compute(rule.values(delta_rel, i), {"delta": delta}), table, (*keys, "v", WEIGHT))
-            value_changes[i] = cx.keyed(dv, keys, table, ())
-            outputs[f"dv{i}"] = cx.unkeyed(value_changes[i], lazily=True)
-            if (rows := cx.lookup(table, touched, keys, like=dv, reused=True)) is not None:
-                outputs[f"old_values{i}"] = rows
+        for i, rows in values.items():
+            if self.aggs[i].func in VALUE_AGGS:
+                outputs |= rows
         out = cx.compute(rule.output(set(outputs)), outputs)  # lazy in Spark: its consumer materializes it once
         cx.append(self.groups, new)
         for i, table in self.values.items():

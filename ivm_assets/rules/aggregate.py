@@ -6,10 +6,19 @@ Three steps, because the engines read and store state between them:
 
 1. :meth:`AggregateRule.partials`: the change's partial aggregates per group (``delta``).
 2. :meth:`AggregateRule.combined`: old partials + the change's (``change``, ``old``), the
-   new group state, checked for sums that cannot be carried on exactly.
+   new group state, checked for sums that cannot be carried on exactly; a DOUBLE sum that
+   keeps its values (:attr:`AggregateRule.recounted`) is recounted from them where a value
+   leaves the group (``old_values<i>``, ``dv<i>``).
 3. :meth:`AggregateRule.output`: the output change, from the old and new group rows
    (``old``, ``new``) and, per MIN / MAX / COUNT(DISTINCT) ``i``, its value table's rows for
    the touched groups (``old_values<i>``) and its change (``dv<i>``, :meth:`AggregateRule.values`).
+
+Why a DOUBLE sum is recounted: a running sum keeps the rounding of every value it ever
+held. 1e30 + 0.1 is 1e30 in DOUBLE; once the 1e30 row leaves, old + change is 0.0, where
+Spark's sum over the one remaining row is 0.1. Adding rows only ever rounds as a sum of
+the rows present would (in some order, as Spark's own order is); a value leaving is what
+leaves the rounding of a value no longer there. So the group's sum is then summed again
+from the values it holds now, and stored as the running sum's new start.
 
 Types are Spark's throughout (a sum's type follows :mod:`ivm_assets.decimal_rules`), cast
 explicitly where an engine's own differs (DuckDB sums integers as HUGEINT).
@@ -58,6 +67,10 @@ class AggregateRule:
     aggs: tuple[AggCall, ...]
     arg_types: tuple[str | None, ...]
     ansi: bool
+    # The SUM/AVG whose values the operator keeps (a value table, as for MIN/MAX): those
+    # recounted where a value leaves. Of DOUBLE sums, only these are maintained past a
+    # deletion; another fails the epoch (:meth:`_checked`) and the view is recomputed.
+    valued: tuple[int, ...] = ()
 
     @property
     def group_keys(self) -> tuple[str, ...]:
@@ -94,6 +107,12 @@ class AggregateRule:
 
     def floating(self, i: int) -> bool:
         return self.sum_type(i) == "double"
+
+    @property
+    def recounted(self) -> tuple[int, ...]:
+        """The DOUBLE sums recounted from their values where a value leaves a group (the
+        module doc says why); a valued sum of an exact type needs no recount."""
+        return tuple(i for i in self.valued if self.floating(i))
 
     # --- step 1: the change's partials --------------------------------------------------------
     def partials(self, delta: rel.Rel, *, build: bool = False) -> rel.Rel:
@@ -138,7 +157,7 @@ class AggregateRule:
         return rel.Select(reduced, tuple((k, Col(k)) for k in self.group_keys) + typed + flags)
 
     # --- step 2: the new group state ---------------------------------------------------------
-    def combined(self, change: rel.Rel, old: rel.Rel | None, *, checked: bool, view: str = "") -> rel.Rel:
+    def combined(self, change: rel.Rel, old: rel.Rel | None, *, checked: bool, view: str = "", bound: frozenset[str] = frozenset()) -> rel.Rel:
         """New partials = old + the change's per group (``change``: :meth:`partials`; ``old``:
         the touched groups' stored rows), and ``__t``: 1 where the change touched the group.
         Summed over the union of both, not joined: a join of a global aggregate's one-row
@@ -146,7 +165,9 @@ class AggregateRule:
         over values on either side (a DECIMAL sum past 38 digits) stays NULL, Spark's
         answer. ``checked`` (incremental epochs): a touched group whose sums cannot be
         carried on exactly fails the epoch with :class:`~ivm_assets.errors.InexactAggregate`'s
-        marker, and the view is recomputed."""
+        marker, and the view is recomputed. ``bound``: the value relations given (as for
+        :meth:`output`), from which each :attr:`recounted` sum of a touched group a value
+        leaves is summed again."""
         names = (*self.group_keys, *self.partial_types)
         zero = Lit(0)
 
@@ -162,53 +183,53 @@ class AggregateRule:
         parts = [side(change, 1, mine)]
         if old is not None:
             theirs = {f"__x{i}": lost(f"n{i}", i) for i in self.sums}
-            if checked:
-                theirs |= {f"__o{i}": Case(self._unknown(i), Lit(1), zero) for i in self.sums}
+            if checked:  # an exact sum NULL over values: past 38 digits
+                theirs |= {f"__o{i}": lost(f"n{i}", i) for i in self.sums if not self.floating(i)}
             parts.append(side(old, 0, theirs))
         both = parts[0] if len(parts) == 1 else rel.Union_(tuple(parts))
         flags = tuple(f"__{c}{i}" for i in self.sums for c in self._flags(i)) + (TOUCHED,)
         calls = tuple((p, "sum", rel.coalesce(Col(p), zero)) for p in self.partial_types) + tuple((f, "max", Col(f)) for f in flags)
-        summed = rel.Reduce(both, self.group_keys, calls)
+        summed: rel.Rel = rel.Reduce(both, self.group_keys, calls)
         typed = {p: Cast(Col(p), t) for p, t in self.partial_types.items()}
         for i in self.sums:
             typed[f"s{i}"] = Cast(Case(Call("<=", (Col(f"__x{i}"), zero)), Col(f"s{i}")), self.sum_type(i))
+        for i in self.recounted:
+            if (values := self._new_values(bound, i)) is None:
+                continue  # no values stored nor changed: none leaves
+            summed = self._joined_by_group(summed, self._recount(values, i), f"r{i}")
+            recount = rel.coalesce(Col(f"r{i}"), Cast(Lit(0), "double"))
+            typed[f"s{i}"] = Case(gt(Col(f"__d{i}"), zero), recount, typed[f"s{i}"])
         if checked:  # on the row count: every use of the groups reads it
             typed[COUNT] = self._checked(typed[COUNT], view)
         return rel.Select(summed, tuple((k, Col(k)) for k in self.group_keys) + tuple(typed.items()) + ((TOUCHED, Col(TOUCHED)),))
 
     def partial_flags(self, i: int) -> str:
         """The flags of sum ``i`` that :meth:`partials` computes (``__<c><i>`` per letter): the
-        change's values (``v``) and, for a DOUBLE sum only, a value leaving (``d``: its NaN or
-        ±Infinity stays as long as its rows do; nothing reads it for other sums)."""
+        change's values (``v``) and, for a DOUBLE sum only, a value leaving (``d``: the sum
+        is then recounted, or the epoch fails; nothing reads it for other sums)."""
         return "vd" if self.floating(i) else "v"
 
     def _flags(self, i: int) -> str:
-        """The flags sum ``i`` carries through :meth:`combined`: :meth:`partial_flags`, the old
-        sum unknown (``o``) and the sum lost on either side (``x``)."""
-        return self.partial_flags(i) + "ox"
-
-    def _unknown(self, i: int) -> rel.Expr:
-        """Whether a stored sum ``s<i>`` is not an exact running total: NULL over values (a
-        DECIMAL sum past 38 digits), or for DOUBLE NaN or ±Infinity."""
-        s = Col(f"s{i}")
-        unknown: rel.Expr = and_(gt(Col(f"n{i}"), Lit(0)), Call("is_null", (s,)))
-        if self.floating(i):
-            unknown = Call("or", (unknown, Call("or", (Call("is_nan", (s,)), Call("is_infinite", (s,))))))
-        return unknown
+        """The flags sum ``i`` carries through :meth:`combined`: :meth:`partial_flags`, for an
+        exact sum the old sum unknown (``o``: NULL over values, a DECIMAL sum past 38
+        digits), and the sum lost on either side (``x``)."""
+        return self.partial_flags(i) + ("x" if self.floating(i) else "ox")
 
     def _checked(self, count: rel.Expr, view: str) -> rel.Expr:
         """``count``, unless a group's new sums would be wrong: the change's own DECIMAL sum
-        overflowed (NULL over values), or the old sum is unknown (:meth:`_unknown`) and the
-        change touches it (DECIMAL) or removes a value from it (DOUBLE: NaN and ±Infinity
-        stay as long as their rows do)."""
+        overflowed (NULL over values), or the old one did and the change touches it; or a
+        value leaves a DOUBLE sum that keeps no values to recount from (the module doc
+        says why: NaN and ±Infinity, too, stay in a running sum as long as it runs)."""
         for i in self.sums:
+            if i in self.recounted:
+                continue
             floating = self.floating(i)
-            carried: rel.Expr = and_(gt(Col(f"__o{i}"), Lit(0)), Call("=", (Col(TOUCHED), Lit(1))))
+            touched = Call("=", (Col(TOUCHED), Lit(1)))
             if floating:
-                carried = and_(carried, gt(Col(f"__d{i}"), Lit(0)))
+                carried = and_(touched, gt(Col(f"__d{i}"), Lit(0)))
             else:
                 overflow = and_(gt(Col(f"__v{i}"), Lit(0)), Call("is_null", (Col(f"s{i}"),)))
-                carried = Call("or", (overflow, carried))
+                carried = Call("or", (overflow, and_(gt(Col(f"__o{i}"), Lit(0)), touched)))
             agg = self.aggs[i]
             message = f"{InexactAggregate.MARKER}: {agg.text or agg.func} {'double' if floating else 'decimal'};"
             count = rel.Fail(carried, message, count)
@@ -216,8 +237,8 @@ class AggregateRule:
 
     # --- step 3: the output change -----------------------------------------------------------
     def values(self, delta: rel.Rel, i: int) -> rel.Rel:
-        """The change of aggregate ``i``'s value table (MIN / MAX / COUNT(DISTINCT)): its
-        non-NULL argument values per group, with weights, consolidated. Read with zeros
+        """The change of aggregate ``i``'s value table (MIN / MAX / COUNT(DISTINCT), a
+        :attr:`valued` sum): its non-NULL argument values per group, with weights, consolidated. Read with zeros
         unsigned (:class:`~ivm_assets.rules.rel.Unsigned`), values and group keys alike, as
         Spark's GROUP BY and DISTINCT take them: COUNT(DISTINCT) counts −0.0 and 0.0 as one
         value, a group's rows are one group's, and MIN/MAX pick the same value each time a
@@ -229,15 +250,10 @@ class AggregateRule:
     def output(self, bound: set[str]) -> rel.Rel:
         """Δout = −(old groups' rows) + (new groups' rows), consolidated, from the relations
         named in ``bound`` (``new`` always; see the module doc)."""
-        value_columns = (*self.group_keys, "v", WEIGHT)
         old_values, new_values = {}, {}
         for i, a in enumerate(self.aggs):
-            if a.func not in VALUE_AGGS:
-                continue
-            before = rel.Input(f"old_values{i}", value_columns) if f"old_values{i}" in bound else None
-            change = rel.Input(f"dv{i}", value_columns) if f"dv{i}" in bound else None
-            after = before if change is None else change if before is None else rel.Consolidate(rel.Union_((before, change)), value_columns[:-1])
-            old_values[i], new_values[i] = before, after
+            if a.func in VALUE_AGGS:
+                old_values[i], new_values[i] = self._old_values(bound, i), self._new_values(bound, i)
         groups = (*self.group_keys, *self.partial_types)
         parts = [self._rows(rel.Input("new", groups), new_values, 1)]
         if "old" in bound:
@@ -257,13 +273,36 @@ class AggregateRule:
                 continue
             func = _VALUE_FUNCTIONS[self.aggs[i].func]
             positive = rel.Select(rows, tuple((c, Col(c)) for c in (*self.group_keys, "v")), gt(Col(WEIGHT), Lit(0)))
-            value = rel.Reduce(positive, self.group_keys, ((name, func, Col("v")),))
-            renamed = rel.Select(value, tuple((f"__k_{k}", Col(k)) for k in self.group_keys) + ((name, Col(name)),))
-            on = tuple((k, f"__k_{k}") for k in self.group_keys)
-            groups = keep(rel.Join(groups, renamed, on, "left", null_safe=True), rel.columns(groups), **{name: Col(name)})
+            groups = self._joined_by_group(groups, rel.Reduce(positive, self.group_keys, ((name, func, Col("v")),)), name)
             found[name] = Col(name)
         items = tuple((k, Col(k)) for k in self.keys) + tuple((a.name, self._final(i, a, found)) for i, a in enumerate(self.aggs))
         return rel.Select(groups, items + ((WEIGHT, Lit(sign)),))
+
+    def _old_values(self, bound: set[str] | frozenset[str], i: int) -> rel.Rel | None:
+        """Value table ``i``'s rows of the touched groups, if read (``old_values<i>``)."""
+        return rel.Input(f"old_values{i}", (*self.group_keys, "v", WEIGHT)) if f"old_values{i}" in bound else None
+
+    def _new_values(self, bound: set[str] | frozenset[str], i: int) -> rel.Rel | None:
+        """Value table ``i``'s rows of the touched groups after the change (``dv<i>``)."""
+        before = self._old_values(bound, i)
+        if f"dv{i}" not in bound:
+            return before
+        change = rel.Input(f"dv{i}", (*self.group_keys, "v", WEIGHT))
+        return change if before is None else rel.Consolidate(rel.Union_((before, change)), (*self.group_keys, "v"))
+
+    def _recount(self, values: rel.Rel, i: int) -> rel.Rel:
+        """Sum ``i`` of each group in ``values`` (its value rows), summed again: each value
+        times its weight (one rounding where adding its copies would round at each)."""
+        times = rel.mul(Cast(Col("v"), "double"), Cast(Col(WEIGHT), "double"))
+        rows = rel.Select(values, tuple((k, Col(k)) for k in self.group_keys) + (("v", times),), gt(Col(WEIGHT), Lit(0)))
+        return rel.Reduce(rows, self.group_keys, ((f"r{i}", "sum", Col("v")),))
+
+    def _joined_by_group(self, groups: rel.Rel, per_group: rel.Rel, name: str) -> rel.Rel:
+        """``groups`` with column ``name`` of ``per_group`` (one row per group key at most;
+        NULL for a group without one), matched on the group keys, NULL keys included."""
+        renamed = rel.Select(per_group, tuple((f"__k_{k}", Col(k)) for k in self.group_keys) + ((name, Col(name)),))
+        on = tuple((k, f"__k_{k}") for k in self.group_keys)
+        return keep(rel.Join(groups, renamed, on, "left", null_safe=True), rel.columns(groups), **{name: Col(name)})
 
     def _final(self, i: int, agg: AggCall, found: dict[str, rel.Expr]) -> rel.Expr:
         """The aggregate's value from the group's state columns."""

@@ -35,6 +35,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sqlglot import exp
+from sqlglot.errors import SqlglotError
+from sqlglot.optimizer.annotate_types import annotate_types
 
 from ivm_assets.errors import LoweringError
 from ivm_assets.sql.conditions import aggregates, and_, conjuncts, implied_filters, tables_of
@@ -291,7 +293,7 @@ class Lowering:
                 arg_name = self.fresh("arg")
                 pre.append((arg_name, render(arg, scope)))
             name = self.fresh(func)
-            calls.append(AggCall(name, func, arg_name, agg.sql(dialect=DIALECT)))
+            calls.append(AggCall(name, func, arg_name, agg.sql(dialect=DIALECT), exact=_exact(arg)))
             replacements.append((agg, name))
         agg_node = Aggregate(Project(node, tuple(pre)), tuple(keys), tuple(calls))
 
@@ -323,16 +325,32 @@ def _agg_parts(agg: exp.AggFunc) -> tuple[str, exp.Expression | None]:
     return {exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max"}[type(agg)], arg
 
 
+_EXACT_TYPES = exp.DataType.INTEGER_TYPES | {exp.DataType.Type.DECIMAL}
 
 
-def lower(statement: exp.Expression, relations: Mapping[str, tuple[str, ...]]) -> Plan:
-    """The plan of a qualified ``statement``; ``relations`` maps table names to their columns.
+def _exact(arg: exp.Expression | None) -> bool:
+    """Whether sqlglot typed ``arg`` as an integer or DECIMAL (not typed: not known to be).
+    Its typing only decides whether a SUM keeps its values (:class:`~ivm_assets.sql.plan.AggCall`):
+    a DECIMAL typed DOUBLE costs a value table, a DOUBLE typed exact a recompute where a
+    value leaves; the sum's own type is Spark's, at each epoch."""
+    return arg is not None and arg.type is not None and arg.type.this in _EXACT_TYPES
+
+
+def lower(statement: exp.Expression, relations: Mapping[str, tuple[str, ...]], types: Mapping[str, Mapping[str, str]] | None = None) -> Plan:
+    """The plan of a qualified ``statement``; ``relations`` maps table names to their columns,
+    ``types`` (given) to their columns' Spark types, which type the aggregates' arguments.
 
     What is lowered is the query with its ties ordered (:func:`~ivm_assets.sql.order_ties.order_ties`),
     the one every refresh and the oracle compute. Raises :class:`LoweringError` for anything
     without a rule (callers fall back to recompute).
     """
-    rel = Lowering(relations).query(order_ties(statement), {})
+    statement = order_ties(statement)
+    if types is not None:
+        try:
+            statement = annotate_types(statement, schema=types, dialect=DIALECT)
+        except SqlglotError:
+            pass  # untyped: every SUM/AVG keeps its values
+    rel = Lowering(relations).query(statement, {})
     return Plan(rel.node, rel.names)
 
 

@@ -201,6 +201,11 @@ class AggCall:
     # The call as the view's SQL writes it (for messages; not part of the plan's identity,
     # nor of its repr, which names operators and their state tables).
     text: str = field(default="", compare=False, repr=False)
+    # Whether the argument is of an integer or DECIMAL type, as the SQL front end types it
+    # (sqlglot, from the sources' schemas): a SUM/AVG over anything else may sum DOUBLEs,
+    # and keeps its values (:mod:`ivm_assets.rules.aggregate` says why). Not part of the
+    # plan's identity: the state tables it adds are.
+    exact: bool = field(default=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if (self.arg is None) != (self.func == "count_star"):

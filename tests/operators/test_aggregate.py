@@ -47,18 +47,19 @@ def test_grouped_aggregates_over_small_state_read_whole(spark, data):
 
 
 def test_a_small_group_state_costs_one_job_and_stores_only_touched_groups(builder):
-    """The epoch in Spark (a SUM over DOUBLE would run in process)."""
-    builder.source("t", {"k": pa.array([1, 1, 2, 3], pa.int64()), "v": pa.array([1.5, 2.0, 3.0, 4.0])})
+    """The epoch in Spark (it would run in process). A SUM over BIGINT: one over DOUBLE keeps
+    its values, and its groups are read by the change's keys."""
+    builder.source("t", {"k": pa.array([1, 1, 2, 3], pa.int64()), "v": pa.array([15, 20, 30, 40], pa.int64())})
     builder.view("sums", "SELECT k, SUM(v) AS sv, COUNT(*) AS n FROM t WHERE v > 0 GROUP BY k")
     project = builder.load()
     project.refresh()
-    write(builder.uri("t"), pa.table({"k": pa.array([2], pa.int64()), "v": pa.array([0.25])}), mode="append")
+    write(builder.uri("t"), pa.table({"k": pa.array([2], pa.int64()), "v": pa.array([25], pa.int64())}), mode="append")
     with small_epochs("spark"):
         [result] = project.refresh()
     assert result.mode == "incremental"
     assert result.stats["spark_jobs"] == 1  # input change, new groups and output in one job
     assert result.stats["state_rows_written"] == 1  # group 2 only
-    assert output_rows(project, "sums") == [(1, 3.5, 2), (2, 3.25, 2), (3, 4.0, 1)]
+    assert output_rows(project, "sums") == [(1, 35, 2), (2, 55, 2), (3, 40, 1)]
     assert_oracle(project)
 
 
