@@ -225,15 +225,17 @@ _EARLIER_SEMANTICS = {"ansi": "false", "time_zone": "UTC"}
 
 # Recorded by every epoch since consolidation keeps the sign of a zero (ivm_assets.zset):
 # FLOAT and DOUBLE values stored before it hold 0.0 for −0.0, and a change that removes
-# the −0.0 would not find them.
+# the −0.0 would not find them. Its level: 1 (true) when state kept signs but MIN/MAX's
+# value tables did not, 2 since they do.
 SIGNED_ZEROS = "signed_zeros"
+SIGNED_ZEROS_LEVEL = 2
 
 
 def _unsigned_zeros(view: CompiledView, where: ViewLocation, last: dict) -> str | None:
     """Why the view must be rebuilt to keep the sign of zeros (None when it need not): its
     last epoch stored zeros unsigned, and its output or a state table has a FLOAT or DOUBLE
     column (read once per view: the next epoch records that zeros are signed)."""
-    if last.get(SIGNED_ZEROS):
+    if int(last.get(SIGNED_ZEROS) or 0) >= SIGNED_ZEROS_LEVEL:
         return None
     # Types as text, nested ones included (a name inside a struct may rebuild in vain).
     stored = [f.dataType.simpleString() for f in view.schema.fields]
@@ -312,7 +314,7 @@ def _plan_epoch(
         "output_version": latest_version(where.output) if is_delta_table(where.output) else None,
         "sql_hash": view.definition.sql_hash,
         "semantics": view.semantics,
-        SIGNED_ZEROS: True,
+        SIGNED_ZEROS: SIGNED_ZEROS_LEVEL,
         "compiled": view.record(),
         "cost": {**cost.to_json(), "text": cost.describe()} if cost else None,
     }

@@ -20,7 +20,7 @@ from ivm_assets.state import consolidate
 from ivm_assets.zset import WEIGHT
 
 _BINARY = {"+", "-", "*", "/", ">", "<", "<=", "=", "<>"}
-_BOOLEAN = (">", "<", "<=", "=", "<>", "and", "or", "not", "is_null", "is_nan", "is_infinite")
+_BOOLEAN = (">", "<", "<=", "=", "<>", "and", "or", "not", "is_null", "is_nan", "is_infinite", "negative_zero")
 _BIGINT = pa.int64()
 # Spark's simple type names, as DuckDB and Arrow name them.
 _TYPES = {
@@ -76,6 +76,8 @@ def expr(e: rel.Expr, types: dict[str, pa.DataType]) -> str:
         return f"isnan({args[0]})"
     if e.op == "is_infinite":
         return f"isinf({args[0]})"
+    if e.op == "negative_zero":
+        return f"coalesce({args[0]} = 0 AND signbit({args[0]}), false)"
     if e.op in ("coalesce", "greatest", "least"):
         return f"{e.op}({', '.join(args)})"
     raise ValueError(f"no DuckDB rendering of {e.op!r}")
@@ -215,9 +217,10 @@ def render(node: rel.Rel, schemas: dict[str, pa.Schema]) -> tuple[str, dict[str,
         return f"SELECT *, {places} FROM ({sql}) WHERE {last} > {first}", types | {node.name: pa.int32()}
     if isinstance(node, rel.Unsigned):
         sql, types = render(node.input, schemas)
-        if not any(pa.types.is_floating(t) for t in types.values()):
+        floats = {c for c, t in types.items() if pa.types.is_floating(t) and (node.only is None or c in node.only)}
+        if not floats:
             return sql, types
-        items = [f"CASE WHEN {q(c)} = 0 THEN abs({q(c)}) ELSE {q(c)} END AS {q(c)}" if pa.types.is_floating(t) else q(c) for c, t in types.items()]
+        items = [f"CASE WHEN {q(c)} = 0 THEN abs({q(c)}) ELSE {q(c)} END AS {q(c)}" if c in floats else q(c) for c in types]
         return f"SELECT {', '.join(items)} FROM ({sql})", types
     if isinstance(node, rel.Window):
         copies = rel.positive_copies(node.input)

@@ -238,14 +238,15 @@ class AggregateRule:
     # --- step 3: the output change -----------------------------------------------------------
     def values(self, delta: rel.Rel, i: int) -> rel.Rel:
         """The change of aggregate ``i``'s value table (MIN / MAX / COUNT(DISTINCT), a
-        :attr:`valued` sum): its non-NULL argument values per group, with weights, consolidated. Read with zeros
-        unsigned (:class:`~ivm_assets.rules.rel.Unsigned`), values and group keys alike, as
-        Spark's GROUP BY and DISTINCT take them: COUNT(DISTINCT) counts −0.0 and 0.0 as one
-        value, a group's rows are one group's, and MIN/MAX pick the same value each time a
-        group is recomputed, so that its retraction is what it emitted."""
+        :attr:`valued` sum): its non-NULL argument values per group, with weights, consolidated.
+        Group keys are read with zeros unsigned (:class:`~ivm_assets.rules.rel.Unsigned`), as
+        Spark's GROUP BY takes them (a group's rows are one group's), and so are the values
+        of COUNT(DISTINCT) (−0.0 and 0.0 are one value) and of sums. MIN/MAX keep a value's
+        sign, which :meth:`_pick` reads."""
         arg = self.aggs[i].arg
-        rows = rel.Select(rel.Unsigned(delta), tuple((k, Col(k)) for k in self.group_keys) + (("v", Col(arg)), (WEIGHT, Col(WEIGHT))), present(Col(arg)))
-        return rel.Consolidate(rows, (*self.group_keys, "v"))
+        rows = rel.Select(delta, tuple((k, Col(k)) for k in self.group_keys) + (("v", Col(arg)), (WEIGHT, Col(WEIGHT))), present(Col(arg)))
+        signed = self.aggs[i].func in ("min", "max")
+        return rel.Consolidate(rel.Unsigned(rows, self.group_keys if signed else None), (*self.group_keys, "v"))
 
     def output(self, bound: set[str]) -> rel.Rel:
         """Δout = −(old groups' rows) + (new groups' rows), consolidated, from the relations
@@ -271,12 +272,33 @@ class AggregateRule:
             if rows is None:  # no values stored yet: NULL of the value's own type
                 found[name] = Cast(rel.Null(), self.arg_types[i] or "bigint")
                 continue
-            func = _VALUE_FUNCTIONS[self.aggs[i].func]
             positive = rel.Select(rows, tuple((c, Col(c)) for c in (*self.group_keys, "v")), gt(Col(WEIGHT), Lit(0)))
-            groups = self._joined_by_group(groups, rel.Reduce(positive, self.group_keys, ((name, func, Col("v")),)), name)
+            groups = self._joined_by_group(groups, self._pick(positive, i, name), name)
             found[name] = Col(name)
         items = tuple((k, Col(k)) for k in self.keys) + tuple((a.name, self._final(i, a, found)) for i, a in enumerate(self.aggs))
         return rel.Select(groups, items + ((WEIGHT, Lit(sign)),))
+
+    def _pick(self, values: rel.Rel, i: int, name: str) -> rel.Rel:
+        """Per group of ``values`` (its value rows), aggregate ``i``'s value as ``name``.
+        MIN/MAX over FLOAT/DOUBLE pick a zero's sign as Java's ``Double.compare`` orders
+        zeros, −0.0 below 0.0, whatever order the engine meets the values in: Spark's MIN/MAX
+        find −0.0 and 0.0 equal and keep the one met first, so a group of one sign of zero
+        has that sign, and of both either (this sign, each time the group is recomputed)."""
+        func, kind = _VALUE_FUNCTIONS[self.aggs[i].func], self.arg_types[i]
+        if func not in ("min", "max") or kind not in _FLOATING:
+            return rel.Reduce(values, self.group_keys, ((name, func, Col("v")),))
+        # Whether the group holds the zero its function prefers: −0.0 for MIN, 0.0 for MAX.
+        negative = Call("negative_zero", (Col("v"),))
+        preferred = negative if func == "min" else and_(Call("=", (Col("v"), Lit(0))), Call("not", (negative,)))
+        flag = f"__z{i}"
+        picked = rel.Reduce(values, self.group_keys, ((name, func, Col("v")), (flag, "max", Case(preferred, Lit(1), Lit(0)))))
+        # The zeros from the zero found, not literals: Spark's optimizer finds the literals
+        # −0.0 and 0.0 equal, and folds a CASE between them into one. m · m is 0.0 for ±0.0
+        # (cast: a product is typed BIGINT in the IR).
+        zero = Cast(Call("*", (Col(name), Col(name))), kind)
+        chosen, other = (Call("neg", (zero,)), zero) if func == "min" else (zero, Call("neg", (zero,)))
+        sign = Case(Call("=", (Col(name), Lit(0))), Case(gt(Col(flag), Lit(0)), chosen, other), Col(name))
+        return rel.Select(picked, tuple((k, Col(k)) for k in self.group_keys) + ((name, sign),))
 
     def _old_values(self, bound: set[str] | frozenset[str], i: int) -> rel.Rel | None:
         """Value table ``i``'s rows of the touched groups, if read (``old_values<i>``)."""

@@ -52,7 +52,7 @@ class Null:
 class Call:
     """``op`` over ``args``: ``+ - *`` (BIGINT), ``/`` (DOUBLE), ``neg``, ``> < <= = <>``,
     ``and``, ``or``, ``not``, ``coalesce``, ``greatest``, ``least``, ``is_null``, ``is_nan``,
-    ``is_infinite``."""
+    ``is_infinite``, ``negative_zero`` (a FLOAT/DOUBLE −0.0; false for NULL)."""
 
     op: str
     args: tuple[Expr, ...]
@@ -262,12 +262,14 @@ class Consolidate:
 
 @dataclass(frozen=True)
 class Unsigned:
-    """The rows of ``input`` with −0.0 as 0.0 in every FLOAT and DOUBLE column: what an
-    operator reads when it picks among rows Spark finds equal (a top-k's or a window's ties,
-    MIN and MAX), so that it picks the same row each time it recomputes what it emitted.
-    Consolidation keeps a zero's sign (:mod:`ivm_assets.zset`); these operators give 0.0."""
+    """The rows of ``input`` with −0.0 as 0.0 in every FLOAT and DOUBLE column (of
+    ``only``, given): what an operator reads when it picks among rows Spark finds equal (a
+    top-k's or a window's ties, a group's rows), so that it picks the same row each time it
+    recomputes what it emitted. Consolidation keeps a zero's sign (:mod:`ivm_assets.zset`);
+    these operators give 0.0."""
 
     input: Rel
+    only: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from pyspark.sql import types as T
 
 from ivm_assets import decimal_rules
 from ivm_assets.rules import rel
-from ivm_assets.spark.batches import copies, float_columns
+from ivm_assets.spark.batches import copies, float_columns, negative_zero
 from ivm_assets.sql.plan import q
 from ivm_assets.state import consolidate
 from ivm_assets.zset import WEIGHT
@@ -59,6 +59,8 @@ def expr(e: rel.Expr, inputs: dict[str, DataFrame]) -> Column:
         return F.isnan(args[0])
     if e.op == "is_infinite":
         return args[0].isin(float("inf"), float("-inf"))
+    if e.op == "negative_zero":
+        return negative_zero(args[0])
     if e.op in ("coalesce", "greatest", "least"):
         return getattr(F, e.op)(*args)
     raise ValueError(f"no Spark rendering of {e.op!r}")
@@ -139,7 +141,7 @@ def render(node: rel.Rel, inputs: dict[str, DataFrame]) -> DataFrame:
         return df.filter(last > first).select(*[F.col(q(c)) for c in df.columns], places.alias(node.name))
     if isinstance(node, rel.Unsigned):
         df = render(node.input, inputs)
-        floats = float_columns(df)
+        floats = [c for c in float_columns(df) if node.only is None or c in node.only]
         if not floats:
             return df
         return df.select(*[F.when(F.col(q(c)) == 0, F.abs(F.col(q(c)))).otherwise(F.col(q(c))).alias(c) if c in floats else F.col(q(c)) for c in df.columns])

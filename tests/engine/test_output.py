@@ -28,8 +28,9 @@ def test_a_zero_keeps_its_sign_and_a_nan_arrives_canonical_whichever_engine_ran(
 def test_a_view_that_stored_zeros_unsigned_is_rebuilt_once(builder):
     """An epoch recorded before zeros kept their sign rebuilds a view that stores a FLOAT
     or DOUBLE column (its output or a state table), with the reason; a view of other types
-    carries on, and the next epoch records that its zeros are signed."""
-    from ivm_assets.engine.refresh import SIGNED_ZEROS, _unsigned_zeros
+    carries on, and the next epoch records that its zeros are signed. Level 1 (recorded as
+    true: MIN/MAX's value tables still unsigned) rebuilds too."""
+    from ivm_assets.engine.refresh import SIGNED_ZEROS, SIGNED_ZEROS_LEVEL, _unsigned_zeros
 
     builder.source("src", {"a": [1], "b": [0.0]})
     builder.view("out", "SELECT a, b FROM src")
@@ -42,7 +43,8 @@ def test_a_view_that_stored_zeros_unsigned_is_rebuilt_once(builder):
     assert "rebuilt to keep the sign of zeros" in _unsigned_zeros(compiled["out"], project.location("out"), before)
     assert "rebuilt to keep the sign of zeros" in _unsigned_zeros(compiled["kept"], project.location("kept"), before)
     assert _unsigned_zeros(compiled["ints"], project.location("ints"), before) is None
-    assert _unsigned_zeros(compiled["out"], project.location("out"), {SIGNED_ZEROS: True}) is None
+    assert "rebuilt to keep the sign of zeros" in _unsigned_zeros(compiled["out"], project.location("out"), {SIGNED_ZEROS: True})
+    assert _unsigned_zeros(compiled["out"], project.location("out"), {SIGNED_ZEROS: SIGNED_ZEROS_LEVEL}) is None
 
 
 def test_an_array_column_loses_a_row(builder):

@@ -228,7 +228,8 @@ def test_aggregate(spark, key_type, seed):
 
 
 DOUBLES = [None, 0.5, -1.25, 3.0, -0.0, 0.0, 2.0**40, float("nan"), float("inf"), float("-inf")]
-DOUBLE_AGGS = (AggCall("s", "sum", "f"), AggCall("a", "avg", "f"), AggCall("n", "count", "f"), AggCall("c", "count_star", None))
+DOUBLE_AGGS = (AggCall("s", "sum", "f"), AggCall("a", "avg", "f"), AggCall("n", "count", "f"), AggCall("c", "count_star", None),
+               AggCall("hi", "max", "f"), AggCall("lo", "min", "f"))
 
 
 def _doubles(rng: random.Random, rows: int, *, positive: bool = False) -> pa.Table:
@@ -244,11 +245,12 @@ def _doubles(rng: random.Random, rows: int, *, positive: bool = False) -> pa.Tab
 def test_aggregate_over_doubles(spark, seed):
     """SUM and AVG over DOUBLE (in process since stop 34): the partials, the new groups and
     the output agree bit for bit, NaN, ±Infinity and −0.0 included; the sums keep their
-    values, and a group a value leaves is summed again from them. The values add exactly
+    values, and a group a value leaves is summed again from them; MIN/MAX pick a zero's sign
+    alike (−0.0 below 0.0). The values add exactly
     in any order; where rounding depends on the order, both engines add in their own (see
     docs/sql-support.md, Exactness)."""
     rng = random.Random(seed)
-    rule = AggregateRule(("k",), DOUBLE_AGGS, ("double", "double", "double", None), ansi=True, valued=(0, 1))
+    rule = AggregateRule(("k",), DOUBLE_AGGS, ("double", "double", "double", None, "double", "double"), ansi=True, valued=(0, 1))
     delta, before = _doubles(rng, 30), _doubles(rng, 40, positive=True)
     key = pa.field("k", pa.int64())
     partial_fields = [key] + [pa.field(p, pa.float64() if t == "double" else pa.int64()) for p, t in rule.partial_types.items()]
@@ -259,15 +261,17 @@ def test_aggregate_over_doubles(spark, seed):
     old = old.select([f.name for f in partial_fields])
     value_fields = pa.schema([key, pa.field("v", pa.float64()), pa.field(WEIGHT, pa.int64())])
     values = {}
-    for i in rule.recounted:
+    for i in (*rule.recounted, 4, 5):
         values[f"dv{i}"] = _agree(spark, rule.values(delta_rel, i), {"delta": delta}, value_fields, typed=True)
         values[f"old_values{i}"] = _agree(spark, rule.values(delta_rel, i), {"delta": before}, value_fields, typed=True)
+    recounts = {name: rows for name, rows in values.items() if int(name[-1]) in rule.recounted}
     combined = rule.combined(rel.Input("change", tuple(change.column_names)), rel.Input("old", tuple(old.column_names)),
-                             checked=True, bound=frozenset(values))
-    new = _agree(spark, combined, {"change": change, "old": old} | values, pa.schema(partial_fields + [pa.field(TOUCHED, pa.int64())]), typed=True)
+                             checked=True, bound=frozenset(recounts))
+    new = _agree(spark, combined, {"change": change, "old": old} | recounts, pa.schema(partial_fields + [pa.field(TOUCHED, pa.int64())]), typed=True)
     out = pa.schema([key, pa.field("s", pa.float64()), pa.field("a", pa.float64()), pa.field("n", pa.int64()),
-                     pa.field("c", pa.int64()), pa.field(WEIGHT, pa.int64())])
-    done = _agree(spark, rule.output({"old", "new"}), {"old": old, "new": new.drop_columns([TOUCHED])}, out, typed=True)
+                     pa.field("c", pa.int64()), pa.field("hi", pa.float64()), pa.field("lo", pa.float64()), pa.field(WEIGHT, pa.int64())])
+    tables = {"old": old, "new": new.drop_columns([TOUCHED])} | {name: rows for name, rows in values.items() if name[-1] in "45"}
+    done = _agree(spark, rule.output(set(tables)), tables, out, typed=True)
     assert done.num_rows > 0
 
 
