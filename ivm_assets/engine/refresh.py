@@ -226,7 +226,7 @@ _EARLIER_SEMANTICS = {"ansi": "false", "time_zone": "UTC"}
 # Recorded by every epoch since consolidation keeps the sign of a zero (ivm_assets.zset):
 # FLOAT and DOUBLE values stored before it hold 0.0 for −0.0, and a change that removes
 # the −0.0 would not find them. Its level: 1 (true) when state kept signs but MIN/MAX's
-# value tables did not, 2 since they do.
+# value tables and top-k buffers did not, 2 since they do.
 SIGNED_ZEROS = "signed_zeros"
 SIGNED_ZEROS_LEVEL = 2
 

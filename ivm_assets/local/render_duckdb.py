@@ -174,13 +174,16 @@ def render(node: rel.Rel, schemas: dict[str, pa.Schema]) -> tuple[str, dict[str,
     if isinstance(node, rel.Reduce):
         sql, types = render(node.input, schemas)
         # Keys grouped as Spark groups them, and output in normal form (DuckDB would keep the
-        # first −0.0 or NaN it saw of a group).
-        normal = [consolidate.normal_sql(q(c), t) for c, t in types.items() if c in node.keys]
+        # first −0.0 or NaN it saw of a group); signed, as consolidation does (NaNs one, each
+        # float key grouped by its sign bit too).
+        normal_key = consolidate.nan_normal_sql if node.signed else consolidate.normal_sql
+        normal = [normal_key(q(c), t) for c, t in types.items() if c in node.keys]
         rest = [q(c) for c in types if c not in node.keys]
         sql = f"SELECT {', '.join([*normal, *rest])} FROM ({sql})"
         keys = ", ".join(q(k) for k in node.keys)
         calls = ", ".join(f"{func}({expr(e, types)}) AS {q(name)}" for name, func, e in node.calls)
-        grouped = f" GROUP BY {keys}" if keys else ""
+        signs = [f"signbit({q(k)})" for k in node.keys if node.signed and pa.types.is_floating(types[k])]
+        grouped = f" GROUP BY {', '.join([keys, *signs])}" if keys else ""
         out = {k: types[k] for k in node.keys} | {name: _reduced(func, _type(e, types, schemas)) for name, func, e in node.calls}
         return f"SELECT {', '.join(x for x in (keys, calls) if x)} FROM ({sql}){grouped}", out
     if isinstance(node, rel.Repeat):
@@ -192,7 +195,7 @@ def render(node: rel.Rel, schemas: dict[str, pa.Schema]) -> tuple[str, dict[str,
         return f"SELECT * EXCLUDE (__rep, {w}) FROM ({signed})", out
     if isinstance(node, rel.Ordered):
         sql, types = render(node.input, schemas)
-        over = _over(node.partition, node.order)
+        over = _over(node.partition, node.order, types)
         frames = {
             "running_sum": ("sum", "ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW"),
             "max_after": ("max", "ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING"),
@@ -207,8 +210,8 @@ def render(node: rel.Rel, schemas: dict[str, pa.Schema]) -> tuple[str, dict[str,
     if isinstance(node, rel.First):
         sql, types = render(node.input, schemas)
         if not node.partition:
-            return f"SELECT * FROM ({sql}) ORDER BY {_order(node.order)} LIMIT {int(node.n)}", types
-        ranked = f"SELECT *, row_number() OVER ({_over(node.partition, node.order)}) AS __n FROM ({sql})"
+            return f"SELECT * FROM ({sql}) ORDER BY {_order(node.order, types)} LIMIT {int(node.n)}", types
+        ranked = f"SELECT *, row_number() OVER ({_over(node.partition, node.order, types)}) AS __n FROM ({sql})"
         return f"SELECT * EXCLUDE (__n) FROM ({ranked}) WHERE __n <= {int(node.n)}", types
     if isinstance(node, rel.Places):
         sql, types = render(node.input, schemas)
@@ -239,13 +242,19 @@ def render(node: rel.Rel, schemas: dict[str, pa.Schema]) -> tuple[str, dict[str,
     return consolidate.duckdb_sql(node.columns, schema, f"({sql})"), out
 
 
-def _order(order: tuple[rel.SortKey, ...]) -> str:
-    return ", ".join(f"{q(c)} {'DESC' if desc else 'ASC'} NULLS {'FIRST' if first else 'LAST'}" for c, desc, first in order)
+def _order(order: tuple[rel.SortKey, ...], types: dict[str, pa.DataType]) -> str:
+    """``order`` as an ORDER BY list, then each FLOAT/DOUBLE key's sign of zero
+    (:data:`~ivm_assets.rules.rel.SortKey`; DuckDB's sort finds −0.0 and 0.0 tied)."""
+    keys = [f"{q(c)} {'DESC' if desc else 'ASC'} NULLS {'FIRST' if first else 'LAST'}" for c, desc, first in order]
+    # −0.0 (true) first where its key ascends.
+    signs = {c: f"coalesce({q(c)} = 0 AND signbit({q(c)}), false) {'ASC' if desc else 'DESC'}"
+             for c, desc, _ in reversed(order) if pa.types.is_floating(types[c])}
+    return ", ".join(keys + [signs[c] for c in dict.fromkeys(c for c, _, _ in order) if c in signs])
 
 
-def _over(partition: tuple[str, ...], order: tuple[rel.SortKey, ...]) -> str:
+def _over(partition: tuple[str, ...], order: tuple[rel.SortKey, ...], types: dict[str, pa.DataType]) -> str:
     by = f"PARTITION BY {', '.join(q(k) for k in partition)} " if partition else ""
-    return f"{by}ORDER BY {_order(order)}"
+    return f"{by}ORDER BY {_order(order, types)}"
 
 
 def _duck_type(t: pa.DataType) -> str:

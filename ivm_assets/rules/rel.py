@@ -196,13 +196,15 @@ class Union_:
 
 @dataclass(frozen=True)
 class Reduce:
-    """Per distinct ``keys`` (NULL equal to NULL, floats as Spark groups them): each call
+    """Per distinct ``keys`` (NULL equal to NULL, floats as Spark groups them; ``signed``:
+    as consolidation compares rows, −0.0 apart from 0.0, every NaN one): each call
     (name, function, expression), the function ``sum``, ``min``, ``max`` or ``count``. A sum
     is typed by each engine its own way: a rule casts it where its type matters."""
 
     input: Rel
     keys: tuple[str, ...]
     calls: tuple[tuple[str, str, Expr], ...]
+    signed: bool = False
 
 
 @dataclass(frozen=True)
@@ -215,7 +217,10 @@ class Repeat:
     sign: str
 
 
-# One sort key: (column, descending, NULLs first).
+# One sort key: (column, descending, NULLs first). A FLOAT/DOUBLE column sorts as Spark
+# sorts it: NaN above every value, −0.0 tied with 0.0. Rows that every key of an order finds
+# tied but for a zero's sign then come as Java's Double.compare orders them, −0.0 below 0.0
+# in each float key's own direction (so rows Spark may put either way come one way, always).
 SortKey = tuple[str, bool, bool]
 
 
@@ -350,9 +355,9 @@ def positive_copies(rel_: Rel) -> Repeat:
     return Repeat(positive, "__s")
 
 
-def group_sum(input: Rel, keys: tuple[str, ...], sums: tuple[tuple[str, Expr], ...]) -> Select:
+def group_sum(input: Rel, keys: tuple[str, ...], sums: tuple[tuple[str, Expr], ...], *, signed: bool = False) -> Select:
     """Per distinct ``keys`` (as :class:`Reduce` groups them): the BIGINT sum of each expression."""
-    reduced = Reduce(input, keys, tuple((name, "sum", e) for name, e in sums))
+    reduced = Reduce(input, keys, tuple((name, "sum", e) for name, e in sums), signed)
     return Select(reduced, tuple((k, Col(k)) for k in keys) + tuple((name, Cast(Col(name), "bigint")) for name, _ in sums))
 
 

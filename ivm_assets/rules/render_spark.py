@@ -66,19 +66,26 @@ def expr(e: rel.Expr, inputs: dict[str, DataFrame]) -> Column:
     raise ValueError(f"no Spark rendering of {e.op!r}")
 
 
-def _sort(order: tuple[rel.SortKey, ...]) -> list[Column]:
+def _sort(order: tuple[rel.SortKey, ...], df: DataFrame) -> list[Column]:
+    """``order`` as sort columns of ``df``, then each FLOAT/DOUBLE key's sign of zero
+    (:data:`~ivm_assets.rules.rel.SortKey`)."""
+    floats = set(float_columns(df))
+
     def key(name: str, desc: bool, nulls_first: bool) -> Column:
         c = F.col(q(name))
         if desc:
             return c.desc_nulls_first() if nulls_first else c.desc_nulls_last()
         return c.asc_nulls_first() if nulls_first else c.asc_nulls_last()
 
-    return [key(*k) for k in order]
+    # −0.0 (true) first where its key ascends.
+    signs = {name: negative_zero(F.col(q(name))).asc() if desc else negative_zero(F.col(q(name))).desc()
+             for name, desc, _ in reversed(order) if name in floats}
+    return [key(*k) for k in order] + [signs[name] for name in dict.fromkeys(n for n, _, _ in order) if name in signs]
 
 
-def _window(partition: tuple[str, ...], order: tuple[rel.SortKey, ...]):
+def _window(partition: tuple[str, ...], order: tuple[rel.SortKey, ...], df: DataFrame):
     """Each partition in ``order``; without partitions all rows in one (a change's few)."""
-    return SparkWindow.partitionBy(*([F.col(q(k)) for k in partition] or [F.lit(0)])).orderBy(*_sort(order))
+    return SparkWindow.partitionBy(*([F.col(q(k)) for k in partition] or [F.lit(0)])).orderBy(*_sort(order, df))
 
 
 def _input_type(name: str, inputs: dict[str, DataFrame]) -> T.DataType:
@@ -113,6 +120,8 @@ def render(node: rel.Rel, inputs: dict[str, DataFrame]) -> DataFrame:
     if isinstance(node, rel.Reduce):
         df = render(node.input, inputs)
         calls = [_AGGREGATES[func](expr(e, inputs)).alias(name) for name, func, e in node.calls]
+        if node.signed:
+            return consolidate.signed_groups(df, node.keys, calls)
         return df.groupBy(*[F.col(q(k)) for k in node.keys]).agg(*calls)
     if isinstance(node, rel.Repeat):
         df = render(node.input, inputs)
@@ -121,7 +130,7 @@ def render(node: rel.Rel, inputs: dict[str, DataFrame]) -> DataFrame:
         return repeated.drop("__rep", WEIGHT)
     if isinstance(node, rel.Ordered):
         df = render(node.input, inputs)
-        spec = _window(node.partition, node.order)
+        spec = _window(node.partition, node.order, df)
         frames = {
             "running_sum": (F.sum, spec.rowsBetween(SparkWindow.unboundedPreceding, SparkWindow.currentRow)),
             "max_after": (F.max, spec.rowsBetween(SparkWindow.currentRow, SparkWindow.unboundedFollowing)),
@@ -131,8 +140,8 @@ def render(node: rel.Rel, inputs: dict[str, DataFrame]) -> DataFrame:
     if isinstance(node, rel.First):
         df = render(node.input, inputs)
         if not node.partition:  # Spark's top-N: no sort of the whole input in one task
-            return df.orderBy(*_sort(node.order)).limit(node.n)
-        place = F.row_number().over(_window(node.partition, node.order))
+            return df.orderBy(*_sort(node.order, df)).limit(node.n)
+        place = F.row_number().over(_window(node.partition, node.order, df))
         return df.withColumn("__n", place).filter(F.col("__n") <= node.n).drop("__n")
     if isinstance(node, rel.Places):
         df = render(node.input, inputs)

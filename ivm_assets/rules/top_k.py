@@ -42,10 +42,12 @@ class TopKRule:
         return self.columns + ((self.position,) if self.position else ())
 
     def _input(self, name: str) -> rel.Rel:
-        """A relation the epoch binds, zeros unsigned (:class:`~ivm_assets.rules.rel.Unsigned`):
-        rows tied but for a zero's sign would be picked in either order, and shown(B)
-        recomputed must be what was emitted."""
-        return rel.Unsigned(rel.Input(name, self.columns + (WEIGHT,)))
+        """A relation the epoch binds, its partition columns' zeros unsigned
+        (:class:`~ivm_assets.rules.rel.Unsigned`): −0.0 and 0.0 are one partition, as
+        Spark's. Other columns keep their sign: the order sorts −0.0 below 0.0
+        (:data:`~ivm_assets.rules.rel.SortKey`), so that rows Spark finds tied come in the
+        same order each time, and shown(B) recomputed is what was emitted."""
+        return rel.Unsigned(rel.Input(name, self.columns + (WEIGHT,)), self.partition)
 
     def _first(self, rows: rel.Rel) -> rel.Rel:
         """The first ``target`` distinct rows of each partition of ``rows`` (a z-set) in order."""
@@ -62,7 +64,7 @@ class TopKRule:
         tagged: rel.Rel = keep(self._input("delta"), self.columns, __d=Col(WEIGHT), __o=Lit(0))
         if "old" in present:
             tagged = rel.Union_((tagged, keep(self._input("old"), self.columns, __d=Lit(0), __o=Col(WEIGHT))))
-        rows = rel.group_sum(tagged, self.columns, (("__d", Col("__d")), ("__o", Col("__o"))))
+        rows = rel.group_sum(tagged, self.columns, (("__d", Col("__d")), ("__o", Col("__o"))), signed=True)
         in_b = Case(gt(Col("__o"), Lit(0)), Lit(1), Lit(0))
         ranked = rel.Ordered(rows, self.partition, self.order, (("__in_b", "max_after", in_b),))
         weight = add(Col("__o"), Col("__d"))

@@ -50,7 +50,7 @@ from ivm_assets.zset import WEIGHT, normal_row_bits
 if TYPE_CHECKING:
     import duckdb
 
-__all__ = ["duckdb_sql", "in_arrow", "in_duckdb", "in_spark", "normal_sql", "output_schema"]
+__all__ = ["duckdb_sql", "in_arrow", "in_duckdb", "in_spark", "nan_normal_sql", "normal_sql", "output_schema", "signed_groups"]
 
 
 def output_schema(schema: pa.Schema, columns: tuple[str, ...] | list[str]) -> pa.Schema:
@@ -67,16 +67,21 @@ def in_spark(df: DataFrame, columns: tuple[str, ...] | list[str]) -> DataFrame:
     back. SUM of a BIGINT is a BIGINT and raises on overflow under ANSI (ivm's sessions run
     with ANSI on). A global SUM over no rows is NULL, which the filter drops as it drops 0.
     """
+    return signed_groups(df, columns, [F.sum(F.col(WEIGHT)).alias(WEIGHT)]).filter(F.col(WEIGHT) != 0)
+
+
+def signed_groups(df: DataFrame, keys: tuple[str, ...] | list[str], aggregates: list) -> DataFrame:
+    """``df`` grouped by ``keys`` as :func:`in_spark` groups rows (a zero's sign kept,
+    every NaN one), with the ``aggregates`` (aliased Spark columns) of each group."""
     types = float_columns(df)
-    flags = {c: f"__neg_zero{i}" for i, c in enumerate(columns) if c in types}
+    flags = {c: f"__neg_zero{i}" for i, c in enumerate(keys) if c in types}
     for c, flag in flags.items():
         df = df.withColumn(flag, negative_zero(F.col(q(c))))
-    grouped = df.groupBy(*[F.col(q(c)) for c in columns], *flags.values()).agg(F.sum(F.col(WEIGHT)).alias(WEIGHT))
-    grouped = grouped.filter(F.col(WEIGHT) != 0)
+    grouped = df.groupBy(*[F.col(q(c)) for c in keys], *flags.values()).agg(*aggregates)
     if not flags:
         return grouped
     signed = {c: F.when(F.col(flag), F.lit(-0.0).cast(types[c])).otherwise(F.col(q(c))).alias(c) for c, flag in flags.items()}
-    return grouped.select(*[signed.get(c, F.col(q(c))) for c in columns], F.col(WEIGHT))
+    return grouped.select(*[signed.get(c, F.col(q(c))) for c in keys], *[F.col(q(c)) for c in grouped.columns if c not in keys and c not in flags.values()])
 
 
 def duckdb_sql(columns: tuple[str, ...] | list[str], schema: pa.Schema, relation: str, order_by: tuple[str, ...] = ()) -> str:
@@ -96,7 +101,7 @@ def duckdb_sql(columns: tuple[str, ...] | list[str], schema: pa.Schema, relation
     """
     names = [duckdb_names.q(c) for c in columns]
     floats = [pa.types.is_floating(schema.field(c).type) for c in columns]
-    normal = [_nan_normal_sql(name, schema.field(c).type) if f else name for c, name, f in zip(columns, names, floats)]
+    normal = [nan_normal_sql(name, schema.field(c).type) if f else name for c, name, f in zip(columns, names, floats)]
     w = duckdb_names.q(WEIGHT)
     inner = f"SELECT {', '.join([*normal, w])} FROM {relation}"
     by = [*names, *(f"signbit({name})" for name, f in zip(names, floats) if f)]
@@ -113,9 +118,10 @@ def normal_sql(name: str, t: pa.DataType) -> str:
     return _float_case(name, t, unsigned=True)
 
 
-def _nan_normal_sql(name: str, t: pa.DataType) -> str:
-    """The float column ``name`` with every NaN the canonical one, as a select item."""
-    return _float_case(name, t, unsigned=False)
+def nan_normal_sql(name: str, t: pa.DataType) -> str:
+    """The column ``name`` (quoted) of type ``t`` with every NaN of a float the canonical
+    one, as a select item."""
+    return _float_case(name, t, unsigned=False) if pa.types.is_floating(t) else name
 
 
 def _float_case(name: str, t: pa.DataType, *, unsigned: bool) -> str:
