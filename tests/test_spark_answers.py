@@ -537,7 +537,9 @@ def test_a_top_k_orders_a_negative_zero_below_zero_as_spark_may(builder, engine)
     0.0: the top-k read its rows with zeros unsigned). Over both zeros tied in Spark's order,
     Spark puts either first; the engine sorts −0.0 below 0.0 (Java's ``Double.compare``),
     the same each time it recomputes its buffer, so that rows tied but for a zero's sign
-    leave as they came: inserts and deletes of either zero, ascending and descending."""
+    leave as they came: inserts and deletes of either zero, ascending and descending. A
+    per-group top-k partitions −0.0 with 0.0, as Spark does, and shows each row's own zero
+    (it once showed 0.0: its partition columns were read unsigned)."""
     schema = pa.schema([("id", pa.int64()), ("x", pa.float64()), ("f", pa.float32())])
 
     def rows(*values):
@@ -546,14 +548,17 @@ def test_a_top_k_orders_a_negative_zero_below_zero_as_spark_may(builder, engine)
     uri = builder.source("t", rows((1, -0.0), (2, 1.5)))
     builder.view("lowest", "SELECT x, f FROM t ORDER BY x LIMIT 1")
     builder.view("highest", "SELECT f FROM t ORDER BY f DESC LIMIT 2 OFFSET 1")
+    builder.view("per_group", "SELECT x, id FROM (SELECT x, id, ROW_NUMBER() OVER (PARTITION BY x ORDER BY id DESC) AS r FROM t) q WHERE r <= 1")
     project = builder.load()
     project.refresh()
     assert _signed(output_rows(project, "lowest")) == [("-0.0", "-0.0")]
     assert _signed(output_rows(project, "highest")) == [("-0.0",)]
+    assert _signed(output_rows(project, "per_group")) == [("-0.0", 1), ("1.5", 2)]
     write(uri, rows((3, 0.0), (4, 0.0)), mode="append")
     assert_engine(project.refresh(), engine)
     assert _signed(output_rows(project, "lowest")) == [("-0.0", "-0.0")]
     assert _signed(output_rows(project, "highest")) == [("0.0",), ("0.0",)]
+    assert _signed(output_rows(project, "per_group")) == [("0.0", 4), ("1.5", 2)]
     delete_rows(uri, "id = 1")
     assert_engine(project.refresh(), engine)
     assert _signed(output_rows(project, "lowest")) == [("0.0", "0.0")]
@@ -562,23 +567,20 @@ def test_a_top_k_orders_a_negative_zero_below_zero_as_spark_may(builder, engine)
     assert_engine(project.refresh(), engine)
     assert _signed(output_rows(project, "lowest")) == [("-0.0", "-0.0")]
     assert _signed(output_rows(project, "highest")) == [("-0.0",)]
+    assert _signed(output_rows(project, "per_group")) == [("-0.0", 5), ("1.5", 2)]
     assert_oracle(project, as_written=True)
 
 
-@pytest.mark.xfail(strict=True, reason="known wrong answer: windows and a per-group top-k's partition columns give 0.0 for −0.0 (read unsigned); docs/sql-support.md, Keys")
+@pytest.mark.xfail(strict=True, reason="known wrong answer: window functions give 0.0 for −0.0 (they read zeros unsigned); docs/sql-support.md, Keys")
 def test_a_negative_zero_through_a_window_keeps_its_sign(builder, engine):
-    """Spark's MIN over a window of −0.0 alone is −0.0, and a row's own −0.0 in PARTITION BY
-    stays −0.0 in a per-group top-k's output. A window reads its rows with zeros unsigned
-    (so that rows Spark finds tied are numbered alike each time), a per-group top-k its
-    partition columns (one partition with 0.0, as Spark's), and both give 0.0."""
+    """Spark's MIN over a window of −0.0 alone is −0.0. A window reads its rows with zeros
+    unsigned (so that rows Spark finds tied are numbered alike each time) and gives 0.0."""
     uri = builder.source("t", pa.table({"k": pa.array([1], pa.int64()), "x": pa.array([-0.0])}))
     builder.view("least", "SELECT k, MIN(x) OVER (PARTITION BY k) AS m FROM t")
-    builder.view("per_group", "SELECT x, k FROM (SELECT x, k, ROW_NUMBER() OVER (PARTITION BY x ORDER BY k) AS r FROM t) q WHERE r <= 1")
     project = builder.load()
     project.refresh()
     write(uri, pa.table({"k": pa.array([2], pa.int64()), "x": pa.array([-0.0])}), mode="append")
     assert_engine(project.refresh(), engine)
-    assert _signed(output_rows(project, "per_group")) == [("-0.0", 1)]
     assert _signed(output_rows(project, "least")) == [(1, "-0.0"), (2, "-0.0")]
 
 

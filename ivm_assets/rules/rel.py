@@ -268,10 +268,10 @@ class Consolidate:
 @dataclass(frozen=True)
 class Unsigned:
     """The rows of ``input`` with −0.0 as 0.0 in every FLOAT and DOUBLE column (of
-    ``only``, given): what an operator reads when it picks among rows Spark finds equal (a
-    top-k's or a window's ties, a group's rows), so that it picks the same row each time it
-    recomputes what it emitted. Consolidation keeps a zero's sign (:mod:`ivm_assets.zset`);
-    these operators give 0.0."""
+    ``only``, given): what an operator reads where it takes rows Spark finds equal as one
+    (a window's ties, which it must number alike each time it recomputes what it emitted;
+    an aggregate's group keys in its value tables). Consolidation keeps a zero's sign
+    (:mod:`ivm_assets.zset`); these operators give 0.0."""
 
     input: Rel
     only: tuple[str, ...] | None = None

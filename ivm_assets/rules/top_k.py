@@ -42,12 +42,12 @@ class TopKRule:
         return self.columns + ((self.position,) if self.position else ())
 
     def _input(self, name: str) -> rel.Rel:
-        """A relation the epoch binds, its partition columns' zeros unsigned
-        (:class:`~ivm_assets.rules.rel.Unsigned`): −0.0 and 0.0 are one partition, as
-        Spark's. Other columns keep their sign: the order sorts −0.0 below 0.0
-        (:data:`~ivm_assets.rules.rel.SortKey`), so that rows Spark finds tied come in the
-        same order each time, and shown(B) recomputed is what was emitted."""
-        return rel.Unsigned(rel.Input(name, self.columns + (WEIGHT,)), self.partition)
+        """A relation the epoch binds. Its zeros keep their sign: −0.0 and 0.0 are one
+        partition (both engines partition, group and join them as Spark does), and the
+        order sorts rows tied but for a zero's sign −0.0 first (:data:`~ivm_assets.rules.rel.SortKey`),
+        so that they come in the same order each time, and shown(B) recomputed is what was
+        emitted."""
+        return rel.Input(name, self.columns + (WEIGHT,))
 
     def _first(self, rows: rel.Rel) -> rel.Rel:
         """The first ``target`` distinct rows of each partition of ``rows`` (a z-set) in order."""

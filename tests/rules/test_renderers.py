@@ -275,7 +275,7 @@ def test_aggregate_over_doubles(spark, seed):
     assert done.num_rows > 0
 
 
-@pytest.mark.parametrize(("partitioned", "seed", "values"), [(False, 1, "int"), (True, 2, "int"), (True, 3, "int"), (False, 4, "double"), (True, 5, "double")])
+@pytest.mark.parametrize(("partitioned", "seed", "values"), [(False, 1, "int"), (True, 2, "int"), (True, 3, "int"), (False, 4, "double"), (True, 5, "double"), (True, 6, "double keys")])
 def test_top_k(spark, partitioned, seed, values):
     """Top-k's steps (advance the buffer, find the drained partitions, refill them, show the
     places, the buffer's change) agree between the engines, types and bits included: over
@@ -284,26 +284,27 @@ def test_top_k(spark, partitioned, seed, values):
     order = (("v", True, False), ("k", False, True))  # v DESC NULLS LAST, k ASC NULLS FIRST: total over (k, v)
     rule = TopKRule(("k", "v"), order, 3, 1, ("k",) if partitioned else (), "place" if partitioned else None, 10)
     choices, value_type = ([None, -1, 0, 5, 7, 9], pa.int64()) if values == "int" else ([None, -0.0, 0.0, 1.5, float("nan")], pa.float64())
+    keys, key_type = ([None, -0.0, 0.0, 2.5], pa.float64()) if values == "double keys" else ([None, 1, 2, 3], pa.int64())
 
     def rows(n: int, *, positive: bool) -> pa.Table:
         table = pa.table({
-            "k": pa.array([rng.choice([None, 1, 2, 3]) for _ in range(n)], pa.int64()),
+            "k": pa.array([rng.choice(keys) for _ in range(n)], key_type),
             "v": pa.array([rng.choice(choices) for _ in range(n)], value_type),
             WEIGHT: pa.array([rng.choice([1, 2] if positive else [1, 2, -1, -2]) for _ in range(n)], pa.int64()),
         })
         return consolidate.in_arrow(table, ("k", "v"))
 
-    schema = pa.schema([("k", pa.int64()), ("v", value_type), (WEIGHT, pa.int64())])
+    schema = pa.schema([("k", key_type), ("v", value_type), (WEIGHT, pa.int64())])
     delta, old, everything = rows(12, positive=False), rows(8, positive=True), rows(30, positive=True)
     tables = {"delta": delta, "old": old}
     new = _agree(spark, rule.advanced(set(tables)), tables, schema, typed=True)
     tables["new"] = new
     if partitioned:
-        touched = pa.table({"k": pa.array([None, 1, 2, 3], pa.int64()), BUCKET: pa.array([0, 1, 2, 3], pa.int32())})
+        touched = pa.table({"k": pa.array(keys, key_type), BUCKET: pa.array([0, 1, 2, 3], pa.int32())})
         drained = _agree(spark, rule.drained(), {"new": new, "touched": touched}, touched.schema, typed=True)
         tables["drained"] = drained
     refilled = _agree(spark, rule.refilled(set(tables) | {"rows"}), tables | {"rows": everything}, schema, typed=True)
-    out_schema = pa.schema([("k", pa.int64()), ("v", value_type)] + ([("place", pa.int32())] if partitioned else []) + [(WEIGHT, pa.int64())])
+    out_schema = pa.schema([("k", key_type), ("v", value_type)] + ([("place", pa.int32())] if partitioned else []) + [(WEIGHT, pa.int64())])
     done = _agree(spark, rule.output(set(tables)), tables | {"new": refilled}, out_schema, typed=True)
     assert done.num_rows > 0
     _agree(spark, rule.buffer_change(set(tables)), tables | {"new": refilled}, schema, typed=True)
