@@ -119,6 +119,23 @@ class InexactAggregate(RebuildNeeded):
         )
 
 
+class UnrepeatableRows(RebuildNeeded):
+    """A rule must compute again rows it emitted before, to retract them, and the rows it
+    reads could come out otherwise: a window over a partition that holds −0.0 in a FLOAT or
+    DOUBLE column (−0.0 ties with 0.0, and Spark may place either first, or pick either as
+    a MIN). The view is recomputed, which gives one of Spark's answers."""
+
+    # Carried by the error Spark or DuckDB raise inside an epoch's plan (``raise_error``).
+    MARKER = "ivm-unrepeatable-rows"
+
+    def __init__(self, view: str, what: str) -> None:
+        why = f"{what} cannot be computed again as it was emitted"
+        super().__init__(
+            f"view {view!r}: {why}. Run `ivm refresh --full {view}` (or set `refresh: auto`) to recompute it.",
+            reason=f"{why}: recomputed",
+        )
+
+
 class ChangeTooLarge(RebuildNeeded):
     """An incremental epoch run in Spark brings its change sets to the driver, and this
     epoch's were more than Spark allows there (``spark.driver.maxResultSize``): a change far

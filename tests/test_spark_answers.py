@@ -571,17 +571,52 @@ def test_a_top_k_orders_a_negative_zero_below_zero_as_spark_may(builder, engine)
     assert_oracle(project, as_written=True)
 
 
-@pytest.mark.xfail(strict=True, reason="known wrong answer: window functions give 0.0 for −0.0 (they read zeros unsigned); docs/sql-support.md, Keys")
 def test_a_negative_zero_through_a_window_keeps_its_sign(builder, engine):
-    """Spark's MIN over a window of −0.0 alone is −0.0. A window reads its rows with zeros
-    unsigned (so that rows Spark finds tied are numbered alike each time) and gives 0.0."""
-    uri = builder.source("t", pa.table({"k": pa.array([1], pa.int64()), "x": pa.array([-0.0])}))
+    """Spark's MIN over a window of −0.0 alone is −0.0, and a row passed through a window
+    keeps its own zero. A window once read its rows with zeros unsigned (so that rows Spark
+    finds tied came out alike each time it recomputed what it emitted) and gave 0.0. Now it
+    reads them signed; an epoch whose touched partitions already hold a −0.0 recomputes the
+    view with the reason (W(old) might not come out as emitted), and one that touches only
+    partitions without one stays incremental."""
+    def rows(*values):
+        return pa.table({"id": pa.array([v[0] for v in values], pa.int64()), "k": pa.array([v[1] for v in values], pa.int64()),
+                         "x": pa.array([v[2] for v in values], pa.float64())})
+
+    uri = builder.source("t", rows((1, 1, -0.0)))
     builder.view("least", "SELECT k, MIN(x) OVER (PARTITION BY k) AS m FROM t")
+    builder.view("numbered", "SELECT id, x, ROW_NUMBER() OVER (PARTITION BY k ORDER BY x, id) AS n FROM t")
     project = builder.load()
     project.refresh()
-    write(uri, pa.table({"k": pa.array([2], pa.int64()), "x": pa.array([-0.0])}), mode="append")
-    assert_engine(project.refresh(), engine)
+    assert _signed(output_rows(project, "least")) == [(1, "-0.0")]
+    assert _signed(output_rows(project, "numbered")) == [(1, "-0.0", 1)]
+
+    def refresh(*, full: bool) -> None:
+        results = {r.view: r for r in project.refresh()}
+        for result in results.values():
+            if full:
+                assert result.mode == "full" and "cannot be computed again as it was emitted" in result.reason, result.summary()
+            else:
+                assert result.mode == "incremental", result.summary()
+        assert_engine([results["numbered"]], engine)  # MIN OVER a DOUBLE is Spark's alone
+        assert_oracle(project, as_written=True)
+
+    write(uri, rows((2, 2, -0.0)), mode="append")  # a new partition: nothing to compute again
+    refresh(full=False)
     assert _signed(output_rows(project, "least")) == [(1, "-0.0"), (2, "-0.0")]
+    write(uri, rows((3, 2, 0.0)), mode="append")  # its partition holds a −0.0 now
+    refresh(full=True)
+    assert _signed(output_rows(project, "numbered")) == [(1, "-0.0", 1), (2, "-0.0", 1), (3, "0.0", 2)]
+    write(uri, rows((4, 3, 1.5), (5, 1, 2.5)), mode="append")
+    write(uri, rows((6, 3, 0.0)), mode="append")
+    update_rows(uri, set_sql={"x": "x + 1"}, predicate="id = 4")
+    results = project.refresh()
+    assert {r.view: r.mode for r in results} == {"least": "full", "numbered": "full"}  # k = 1 holds −0.0
+    delete_rows(uri, "id IN (1, 2)")
+    refresh(full=True)
+    write(uri, rows((7, 2, -0.0)), mode="append")
+    update_rows(uri, set_sql={"x": "x * 2"}, predicate="id = 4")
+    refresh(full=False)  # k = 2 held 0.0 alone, k = 3 no zero of either sign
+    assert _signed(output_rows(project, "numbered")) == [(3, "0.0", 1), (4, "5.0", 2), (5, "2.5", 1), (6, "0.0", 1), (7, "-0.0", 2)]
 
 
 def test_a_negative_zero_read_back_from_a_join_state_keeps_its_sign(builder, engine):

@@ -29,7 +29,9 @@ from ivm_assets.engine import changes as cdc
 from ivm_assets.engine import output
 from ivm_assets.engine.compile import CompiledView
 from ivm_assets.epoch_context import EpochContext
-from ivm_assets.errors import ChangeTooLarge, CommitConflictError, ExpressionError, InexactAggregate, LostDataFile, RebuildNeeded, RefreshError
+from ivm_assets.errors import (
+    ChangeTooLarge, CommitConflictError, ExpressionError, InexactAggregate, LostDataFile, RebuildNeeded, RefreshError, UnrepeatableRows,
+)
 from ivm_assets.local.epoch import LOCAL_CHANGE_ROWS, LocalEpoch
 from ivm_assets.local.untranslatable import Untranslatable
 from ivm_assets.spark.arrow import arrow_schema, to_spark
@@ -120,12 +122,14 @@ _MISSING_FILE = ("No such file or directory", "Failed to open local file", "File
 
 def _rebuild_needed(exc: BaseException, view: str, where: ViewLocation) -> RebuildNeeded | None:
     """The :class:`RebuildNeeded` that ``exc``, raised while an epoch ran, amounts to: a
-    missing data file of the view's own tables, or an aggregate that cannot stay exact (raised
-    inside the plan); None for anything else."""
+    missing data file of the view's own tables, an aggregate that cannot stay exact or rows a
+    rule cannot compute again (both raised inside the plan); None for anything else."""
     text = f"{getattr(exc, 'filename', None) or ''} {exc}"
     inexact = re.search(re.escape(InexactAggregate.MARKER) + r": ([^;\n]+) (decimal|double);", text)
     if inexact:
         return InexactAggregate(view, inexact.group(1).strip(), inexact.group(2))
+    if unrepeatable := re.search(re.escape(UnrepeatableRows.MARKER) + r": ([^;\n]+);", text):
+        return UnrepeatableRows(view, unrepeatable.group(1).strip())
     if not isinstance(exc, FileNotFoundError) and not any(m in text for m in _MISSING_FILE):
         return None
     state = re.search(re.escape(where.state_root) + r"/([^/\s'\"]+)/[^\s'\"]*?\.parquet", text)

@@ -32,6 +32,7 @@ from ivm_assets.engine.execute import execute
 from ivm_assets.errors import ExpressionError, RebuildNeeded, RefreshError
 from ivm_assets.spark.session import SEMANTIC_SETTINGS
 from ivm_assets.operators.incrementalize import fingerprint, identity, operators
+from ivm_assets.operators.window import WindowOp
 from ivm_assets.state.claim import ClaimSettings, hold
 from ivm_assets.state.compaction import compact_from, compaction_due
 from ivm_assets.state.layout import FORMAT
@@ -226,20 +227,23 @@ _EARLIER_SEMANTICS = {"ansi": "false", "time_zone": "UTC"}
 # Recorded by every epoch since consolidation keeps the sign of a zero (ivm_assets.zset):
 # FLOAT and DOUBLE values stored before it hold 0.0 for −0.0, and a change that removes
 # the −0.0 would not find them. Its level: 1 (true) when state kept signs but MIN/MAX's
-# value tables and top-k buffers did not, 2 since they do.
+# value tables and top-k buffers did not, 2 since they do, 3 since windows emit them (a
+# window view's output held 0.0 for −0.0 before; other views need no rebuild for it).
 SIGNED_ZEROS = "signed_zeros"
-SIGNED_ZEROS_LEVEL = 2
+SIGNED_ZEROS_LEVEL = 3
 
 
 def _unsigned_zeros(view: CompiledView, where: ViewLocation, last: dict) -> str | None:
     """Why the view must be rebuilt to keep the sign of zeros (None when it need not): its
     last epoch stored zeros unsigned, and its output or a state table has a FLOAT or DOUBLE
     column (read once per view: the next epoch records that zeros are signed)."""
-    if int(last.get(SIGNED_ZEROS) or 0) >= SIGNED_ZEROS_LEVEL:
+    level = int(last.get(SIGNED_ZEROS) or 0)
+    ops = list(operators(view.root)) if view.root is not None else []
+    if level >= SIGNED_ZEROS_LEVEL or (level == 2 and not any(isinstance(op, WindowOp) for op in ops)):
         return None
     # Types as text, nested ones included (a name inside a struct may rebuild in vain).
     stored = [f.dataType.simpleString() for f in view.schema.fields]
-    for op in operators(view.root) if view.root is not None else ():
+    for op in ops:
         for t in op.state_tables:
             if is_delta_table(uri := t.uri(where.state_root)):
                 stored += [str(f.type) for f in arrow_schema(uri)]

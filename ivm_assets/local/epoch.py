@@ -34,7 +34,7 @@ from ivm_assets.delta.snapshot import arrow_schema
 from ivm_assets.delta.write import in_order
 from ivm_assets.duckdb_names import arrow_query, q, string_literal
 from ivm_assets.epoch_context import EpochContext
-from ivm_assets.errors import InexactAggregate
+from ivm_assets.errors import InexactAggregate, UnrepeatableRows
 from ivm_assets.local.binding import DriverBinding
 from ivm_assets.local.expressions import register_functions
 from ivm_assets.local.spark_hash import as_double, buckets as spark_buckets
@@ -173,8 +173,8 @@ class LocalEpoch(DriverBinding):
         try:
             out = arrow_query(self.con, query, tables)
         except duckdb.Error as exc:
-            if InexactAggregate.MARKER in str(exc):
-                raise  # a rule's own failure (rules.aggregate): the refresh recomputes the view
+            if InexactAggregate.MARKER in str(exc) or UnrepeatableRows.MARKER in str(exc):
+                raise  # a rule's own failure (rules.aggregate, rules.window): the refresh recomputes the view
             raise _untranslatable(exc) from exc
         if key is not None:
             with _over_nothing_lock:

@@ -225,6 +225,14 @@ def render(node: rel.Rel, schemas: dict[str, pa.Schema]) -> tuple[str, dict[str,
             return sql, types
         items = [f"CASE WHEN {q(c)} = 0 THEN abs({q(c)}) ELSE {q(c)} END AS {q(c)}" if c in floats else q(c) for c in types]
         return f"SELECT {', '.join(items)} FROM ({sql})", types
+    if isinstance(node, rel.NoNegativeZero):
+        sql, types = render(node.input, schemas)
+        floats = [c for c, t in types.items() if pa.types.is_floating(t)]
+        if not floats:
+            return sql, types
+        found = " OR ".join(expr(rel.Call("negative_zero", (rel.Col(c),)), types) for c in floats)
+        w = q(WEIGHT)
+        return f"SELECT * REPLACE (CASE WHEN {found} THEN error({string_literal(node.message)}) ELSE {w} END AS {w}) FROM ({sql})", types
     if isinstance(node, rel.Window):
         copies = rel.positive_copies(node.input)
         repeated, types = render(copies, schemas)

@@ -11,7 +11,9 @@ where W computes the window functions over the given rows with Spark, a row pres
 as n rows. A partition emptied by the change retracts all its rows; a row moving between
 partitions is a delete in one and an insert in the other, both recomputed. Functions whose
 value depends on the order among ties (ROW_NUMBER, LAG, LEAD, ROWS frames) see a total
-order (:mod:`ivm_assets.sql.order_ties`), so a recompute gives the same rows.
+order (:mod:`ivm_assets.sql.order_ties`), so a recompute gives the same rows. −0.0 ties with
+0.0 in that order and in a MIN, so a touched partition whose stored rows hold −0.0 fails the
+epoch with :class:`~ivm_assets.errors.UnrepeatableRows`, and the view is recomputed.
 
 State: the input rows (z-set) bucketed by the PARTITION BY columns; a change reads the rows
 of the partitions it touches. Without PARTITION BY the whole input is one partition: every

@@ -269,12 +269,23 @@ class Consolidate:
 class Unsigned:
     """The rows of ``input`` with −0.0 as 0.0 in every FLOAT and DOUBLE column (of
     ``only``, given): what an operator reads where it takes rows Spark finds equal as one
-    (a window's ties, which it must number alike each time it recomputes what it emitted;
-    an aggregate's group keys in its value tables). Consolidation keeps a zero's sign
+    (an aggregate's group keys in its value tables). Consolidation keeps a zero's sign
     (:mod:`ivm_assets.zset`); these operators give 0.0."""
 
     input: Rel
     only: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class NoNegativeZero:
+    """The rows of ``input`` as they are, unless a FLOAT or DOUBLE column holds −0.0: then
+    the epoch fails with ``message`` (checked on the weight, which every consumer reads).
+    What a rule reads where it must compute again what it emitted and a zero's sign would
+    let it come out otherwise (a window's rows: −0.0 and 0.0 tie, and take their places in
+    either order)."""
+
+    input: Rel
+    message: str
 
 
 @dataclass(frozen=True)
@@ -289,8 +300,8 @@ class Window:
     sign: int
 
 
-Rel = Union[Input, Select, Join, Union_, Reduce, Repeat, Ordered, First, Places, Consolidate, Unsigned, Window]
-_RELATIONS = (Input, Select, Join, Union_, Reduce, Repeat, Ordered, First, Places, Consolidate, Unsigned, Window)
+Rel = Union[Input, Select, Join, Union_, Reduce, Repeat, Ordered, First, Places, Consolidate, Unsigned, NoNegativeZero, Window]
+_RELATIONS = (Input, Select, Join, Union_, Reduce, Repeat, Ordered, First, Places, Consolidate, Unsigned, NoNegativeZero, Window)
 
 
 def columns(rel: Rel) -> tuple[str, ...]:
@@ -309,7 +320,7 @@ def columns(rel: Rel) -> tuple[str, ...]:
         return tuple(c for c in columns(rel.input) if c != WEIGHT) + (rel.sign,)
     if isinstance(rel, Ordered):
         return columns(rel.input) + tuple(name for name, _, _ in rel.calls)
-    if isinstance(rel, (First, Unsigned)):
+    if isinstance(rel, (First, Unsigned, NoNegativeZero)):
         return columns(rel.input)
     if isinstance(rel, Places):
         return columns(rel.input) + (rel.name,)

@@ -154,6 +154,13 @@ def render(node: rel.Rel, inputs: dict[str, DataFrame]) -> DataFrame:
         if not floats:
             return df
         return df.select(*[F.when(F.col(q(c)) == 0, F.abs(F.col(q(c)))).otherwise(F.col(q(c))).alias(c) if c in floats else F.col(q(c)) for c in df.columns])
+    if isinstance(node, rel.NoNegativeZero):
+        df = render(node.input, inputs)
+        floats = list(float_columns(df))
+        if not floats:
+            return df
+        found = reduce(lambda a, b: a | b, [negative_zero(F.col(q(c))) for c in floats])
+        return df.withColumn(WEIGHT, F.when(found, F.raise_error(F.lit(node.message))).otherwise(F.col(WEIGHT)))
     if isinstance(node, rel.Window):
         repeated = render(rel.positive_copies(node.input), inputs)
         return repeated.select(

@@ -29,22 +29,27 @@ def test_a_view_that_stored_zeros_unsigned_is_rebuilt_once(builder):
     """An epoch recorded before zeros kept their sign rebuilds a view that stores a FLOAT
     or DOUBLE column (its output or a state table), with the reason; a view of other types
     carries on, and the next epoch records that its zeros are signed. Level 1 (recorded as
-    true: MIN/MAX's value tables still unsigned) rebuilds too."""
+    true: MIN/MAX's value tables still unsigned) rebuilds too; level 2 (windows gave 0.0 for
+    −0.0) rebuilds a window view only."""
     from ivm_assets.engine.refresh import SIGNED_ZEROS, SIGNED_ZEROS_LEVEL, _unsigned_zeros
 
     builder.source("src", {"a": [1], "b": [0.0]})
     builder.view("out", "SELECT a, b FROM src")
     builder.view("kept", "SELECT s.a, t.b > s.b AS up FROM src s JOIN src t ON s.a = t.a")
     builder.view("ints", "SELECT a, COUNT(*) AS n FROM src GROUP BY a")
+    builder.view("windowed", "SELECT a, b, ROW_NUMBER() OVER (PARTITION BY a ORDER BY b) AS n FROM src")
     project = builder.load()
     project.refresh()
-    compiled = project.compile(["out", "kept", "ints"])
+    compiled = project.compile(["out", "kept", "ints", "windowed"])
     before = {SIGNED_ZEROS: False}
     assert "rebuilt to keep the sign of zeros" in _unsigned_zeros(compiled["out"], project.location("out"), before)
     assert "rebuilt to keep the sign of zeros" in _unsigned_zeros(compiled["kept"], project.location("kept"), before)
     assert _unsigned_zeros(compiled["ints"], project.location("ints"), before) is None
     assert "rebuilt to keep the sign of zeros" in _unsigned_zeros(compiled["out"], project.location("out"), {SIGNED_ZEROS: True})
     assert _unsigned_zeros(compiled["out"], project.location("out"), {SIGNED_ZEROS: SIGNED_ZEROS_LEVEL}) is None
+    assert _unsigned_zeros(compiled["out"], project.location("out"), {SIGNED_ZEROS: 2}) is None
+    assert "rebuilt to keep the sign of zeros" in _unsigned_zeros(compiled["windowed"], project.location("windowed"), {SIGNED_ZEROS: 2})
+    assert _unsigned_zeros(compiled["windowed"], project.location("windowed"), {SIGNED_ZEROS: SIGNED_ZEROS_LEVEL}) is None
 
 
 def test_an_array_column_loses_a_row(builder):
