@@ -500,6 +500,39 @@ def test_a_double_sum_recovers_from_a_value_that_dwarfed_it(builder, engine):
     assert [(k, s, n) for k, s, _, _, _, n in output_rows(project, "sums")] == [(1, 0.1, 1), (3, pytest.approx(4.3), 2), (4, 0.5, 1)]
 
 
+def test_a_double_sum_is_summed_again_only_where_its_error_bound_wants_it(builder, engine):
+    """Reading a group's values to sum them again costs about a recompute of the group, so a
+    value leaving a DOUBLE sum recounts it only where the running sum's error bound may reach
+    its 12th significant digit (``rules.aggregate``, ``_recount_wanted``): prices leaving
+    groups of prices do not; a value that dwarfed the rest does, and so does a NaN. Every
+    epoch is incremental and equal to Spark's answer."""
+    schema = pa.schema([("id", pa.int64()), ("k", pa.int64()), ("x", pa.float64())])
+    prices = [(i, i % 3, round(10 + (i * 7919 % 1000) / 100, 2)) for i in range(60)]
+    uri = builder.source("t", pa.Table.from_pylist([dict(zip(schema.names, r)) for r in prices], schema=schema))
+    builder.view("sums", "SELECT k, SUM(x) AS s, AVG(x) AS a FROM t GROUP BY k")
+    builder.view("total", "SELECT SUM(x) AS s FROM t")
+    project = builder.load()
+    project.refresh()
+
+    def refreshed(recounts: int) -> None:
+        results = project.refresh()
+        assert {r.mode for r in results} == {"incremental"}, [r.summary() for r in results]
+        assert_engine(results, engine)
+        assert sum(r.stats.get("double_sum_recounts", 0) for r in results) == recounts, [r.stats for r in results]
+        assert_oracle(project, as_written=True)
+
+    delete_rows(uri, "id IN (4, 17, 30, 41)")  # every group and the total lose a price
+    refreshed(0)
+    update_rows(uri, set_sql={"x": "x + 0.25"}, predicate="id IN (5, 6)")
+    refreshed(0)
+    write(uri, pa.Table.from_pylist([{"id": 100, "k": 1, "x": 1e20}, {"id": 101, "k": 2, "x": float("nan")}], schema=schema), mode="append")
+    refreshed(0)  # added: nothing leaves
+    delete_rows(uri, "id IN (100, 101)")  # SUM and AVG of groups 1 and 2, and the total
+    refreshed(5)
+    delete_rows(uri, "id = 7")
+    refreshed(0)  # recounted, the bound starts again from the values held
+
+
 def test_min_and_max_pick_a_zeros_sign_as_spark_may(builder, engine):
     """MIN/MAX over FLOAT and DOUBLE zeros of one sign give that sign, as Spark does; over
     both signs Spark keeps the zero it meets first, and the engine picks as Java's

@@ -18,7 +18,9 @@ State:
   the touched groups only. Per SUM/AVG whose argument the SQL front end did not type as an
   integer or DECIMAL (:attr:`~ivm_assets.sql.plan.AggCall.exact`) too: a DOUBLE running
   sum keeps the rounding of values that left (1e30 + 0.1 − 1e30 is 0.0), so where a value
-  leaves a group, its sum is summed again from the values it holds. A DOUBLE sum without
+  leaves a group and a bound on the running sum's error (two more columns of ``groups``)
+  reaches 2⁻³⁶ of it, its sum is summed again from the values it holds: only those groups'
+  values are read (the statistic ``double_sum_recounts`` counts them). A DOUBLE sum without
   values (typed exact, but DOUBLE to Spark) stops the epoch with :class:`InexactAggregate`
   where a value leaves, and the view is recomputed.
 A group exists while its row count is positive; a global aggregate (no GROUP BY) always
@@ -115,22 +117,36 @@ class AggregateOp(BoundOperator):
         inputs = {"change": change}
         if (old := cx.lookup(self.groups, touched, keys, like=change, reused=True)) is not None:
             inputs["old"] = old
+        change_rel, old_rel = rel.Input("change", cx.columns(change)), rel.Input("old", names) if old is not None else None
+        # A DOUBLE sum's values are read only for the groups whose sum is recounted (a value
+        # leaves, and its error bound wants it): most deletes leave the running sum as it is.
+        # (Not in a build: no value leaves.)
+        recounting = None
+        if rule.recounted and not cx.full and old is not None:
+            recounting = cx.compute(rule.combined(change_rel, old_rel, checked=False, recounting=True), inputs)
         # The value tables' changes and touched groups' rows, read by the output (MIN, MAX,
-        # COUNT(DISTINCT)) or by the new groups (a DOUBLE sum recounted where a value leaves).
+        # COUNT(DISTINCT)) or by the new groups (a DOUBLE sum recounted where it wants it).
         value_changes: dict[int, Change] = {}
         values: dict[int, dict[str, Change]] = {}
+        recounts: dict[str, Change] = {}
         for i, table in self.values.items():
             dv = cx.stored(cx.compute(rule.values(delta_rel, i), {"delta": delta}), table, (*keys, "v", WEIGHT))
             value_changes[i] = cx.keyed(dv, keys, table, ())
             recounted = i in rule.recounted  # computed for the new groups, not lazily for the output
             values[i] = {f"dv{i}": cx.unkeyed(value_changes[i], lazily=not recounted)}
-            if (rows := cx.lookup(table, touched, keys, like=dv, reused=True)) is not None:
+            probe = touched
+            if recounted and recounting is not None:
+                probe = cx.keyed(recounting, keys, table, ())
+                cx.count("double_sum_recounts", groups := cx.rows(probe))
+                if groups == 0:
+                    continue  # no group's sum is recounted: its values are only appended to
+                probe = probe if self.keys else None
+            if (rows := cx.lookup(table, probe, keys, like=dv, reused=True)) is not None:
                 values[i][f"old_values{i}"] = rows
-        # (Not in a build: no value leaves.)
-        recounts = {} if cx.full else {name: rows for i in rule.recounted for name, rows in values[i].items()}
+            if recounted and not cx.full:
+                recounts |= values[i]
         inputs |= recounts
-        combined = rule.combined(rel.Input("change", cx.columns(change)), rel.Input("old", names) if old is not None else None,
-                                 checked=not cx.full, view=cx.view, bound=frozenset(recounts))
+        combined = rule.combined(change_rel, old_rel, checked=not cx.full, view=cx.view, bound=frozenset(recounts))
         # Reading the groups whole, only the touched ones are stored again; the retractions
         # and insertions of all others cancel in the output's consolidation (their new row
         # is computed from their old partials alone, so it is the old row exactly).

@@ -8,7 +8,8 @@ Three steps, because the engines read and store state between them:
 2. :meth:`AggregateRule.combined`: old partials + the change's (``change``, ``old``), the
    new group state, checked for sums that cannot be carried on exactly; a DOUBLE sum that
    keeps its values (:attr:`AggregateRule.recounted`) is recounted from them where a value
-   leaves the group (``old_values<i>``, ``dv<i>``).
+   leaves the group and its error bound wants it (``old_values<i>``, ``dv<i>``; the same
+   step with ``recounting`` names those groups, whose values the epoch then reads).
 3. :meth:`AggregateRule.output`: the output change, from the old and new group rows
    (``old``, ``new``) and, per MIN / MAX / COUNT(DISTINCT) ``i``, its value table's rows for
    the touched groups (``old_values<i>``) and its change (``dv<i>``, :meth:`AggregateRule.values`).
@@ -20,6 +21,9 @@ the rows present would (in some order, as Spark's own order is); a value leaving
 leaves the rounding of a value no longer there. So the group's sum is then summed again
 from the values it holds now, and stored as the running sum's new start.
 
+Summing again reads all the group's values, about a recompute of it, so it is done only
+where a bound on the running sum's error says it can matter (:mod:`ivm_assets.rules.recount`).
+
 Types are Spark's throughout (a sum's type follows :mod:`ivm_assets.decimal_rules`), cast
 explicitly where an engine's own differs (DuckDB sums integers as HUGEINT).
 """
@@ -27,10 +31,11 @@ explicitly where an engine's own differs (DuckDB sums integers as HUGEINT).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import reduce
 
 from ivm_assets import decimal_rules
 from ivm_assets.errors import InexactAggregate
-from ivm_assets.rules import rel
+from ivm_assets.rules import recount, rel
 from ivm_assets.rules.rel import Call, Case, Cast, Col, Lit, and_, gt, keep, lt, present
 from ivm_assets.sql.plan import AggCall
 from ivm_assets.zset import WEIGHT
@@ -47,13 +52,18 @@ _VALUE_FUNCTIONS = {"min": "min", "max": "max", "count_distinct": "count"}
 
 def partial_names(aggs: tuple[AggCall, ...]) -> tuple[str, ...]:
     """The group state's columns after the keys: the row count, per COUNT/SUM/AVG ``n<i>``
-    (its non-NULL values) and per SUM/AVG ``s<i>`` (their running sum)."""
+    (its non-NULL values) and per SUM/AVG ``s<i>`` (their running sum); per SUM/AVG that
+    keeps its values (not typed exact), ``c<i>``, the values summed into the running sum
+    since it was last counted from them, and ``e<i>``, the bound on the error that adding
+    them since put into it (:mod:`ivm_assets.rules.recount`)."""
     names = [COUNT]
     for i, a in enumerate(aggs):
         if a.func in ("count", "sum", "avg"):
             names.append(f"n{i}")
         if a.func in ("sum", "avg"):
             names.append(f"s{i}")
+            if not a.exact:
+                names += [f"c{i}", f"e{i}"]
     return tuple(names)
 
 
@@ -89,7 +99,8 @@ class AggregateRule:
     def partial_types(self) -> dict[str, str]:
         """The group state's columns after the keys (:func:`partial_names`) with their types:
         counts are BIGINT, each running sum ``s<i>`` of :meth:`sum_type`."""
-        return {p: self.sum_type(int(p[1:])) if p.startswith("s") else "bigint" for p in partial_names(self.aggs)}
+        kinds = {"s": self.sum_type, "e": lambda _: "double"}
+        return {p: kinds[p[0]](int(p[1:])) if p[0] in kinds else "bigint" for p in partial_names(self.aggs)}
 
     def sum_type(self, i: int) -> str:
         """The type of aggregate ``i``'s running sum: SUM's own (BIGINT over integers,
@@ -146,6 +157,10 @@ class AggregateRule:
                 ]
                 if self.floating(i):
                     calls.append((f"__d{i}", "max", Case(and_(present(Col(a.arg)), lt(sign, Lit(0))), Lit(1), Lit(0))))
+                if not a.exact:  # the change's count, and in ``e<i>`` its magnitudes (:mod:`~ivm_assets.rules.recount`)
+                    magnitude = recount.magnitude(value) if self.floating(i) else Cast(Lit(0), "double")
+                    calls += [(f"c{i}", "sum", Case(present(Col(a.arg)), Lit(1), Lit(0))),
+                              (f"e{i}", "sum", Case(present(Col(a.arg)), magnitude, Cast(Lit(0), "double")))]
         if build and not self.keys:
             summed = rel.Reduce(rows, (), tuple(calls))
             zero = Cast(rel.mul(rel.coalesce(Col(COUNT), Lit(0)), Lit(0)), "int")
@@ -157,7 +172,9 @@ class AggregateRule:
         return rel.Select(reduced, tuple((k, Col(k)) for k in self.group_keys) + typed + flags)
 
     # --- step 2: the new group state ---------------------------------------------------------
-    def combined(self, change: rel.Rel, old: rel.Rel | None, *, checked: bool, view: str = "", bound: frozenset[str] = frozenset()) -> rel.Rel:
+    def combined(
+        self, change: rel.Rel, old: rel.Rel | None, *, checked: bool, view: str = "", bound: frozenset[str] = frozenset(), recounting: bool = False,
+    ) -> rel.Rel:
         """New partials = old + the change's per group (``change``: :meth:`partials`; ``old``:
         the touched groups' stored rows), and ``__t``: 1 where the change touched the group.
         Summed over the union of both, not joined: a join of a global aggregate's one-row
@@ -167,7 +184,9 @@ class AggregateRule:
         carried on exactly fails the epoch with :class:`~ivm_assets.errors.InexactAggregate`'s
         marker, and the view is recomputed. ``bound``: the value relations given (as for
         :meth:`output`), from which each :attr:`recounted` sum of a touched group a value
-        leaves is summed again."""
+        leaves is summed again, where its error bound wants it (:func:`~ivm_assets.rules.recount.recount_wanted`).
+        ``recounting``: instead, the keys of the groups where one does: those whose values
+        are to be read."""
         names = (*self.group_keys, *self.partial_types)
         zero = Lit(0)
 
@@ -175,9 +194,13 @@ class AggregateRule:
             return Case(and_(gt(Col(count), zero), Call("is_null", (Col(f"s{i}"),))), Lit(1), zero)
 
         def side(rows: rel.Rel, touched: int, flags: dict[str, rel.Expr]) -> rel.Rel:
-            items = tuple((c, Col(c)) for c in names)
+            # A recounted sum's ``e<i>`` is the stored bound on the old side and the change's
+            # magnitudes on the other: carried apart (``__m<i>``), and ``__h``, a group held.
+            bounds = {f"e{i}": Cast(zero, "double") for i in self.recounted} if touched else {}
+            items = tuple((c, bounds.get(c, Col(c))) for c in names)
+            magnitudes = tuple((f"__m{i}", Col(f"e{i}") if touched else Cast(zero, "double")) for i in self.recounted)
             flag_items = tuple((f"__{c}{i}", flags.get(f"__{c}{i}", zero)) for i in self.sums for c in self._flags(i))
-            return rel.Select(rows, items + flag_items + ((TOUCHED, Lit(touched)),))
+            return rel.Select(rows, items + magnitudes + flag_items + ((TOUCHED, Lit(touched)), ("__h", Lit(1 - touched))))
 
         mine = {f"__{c}{i}": Col(f"__{c}{i}") for i in self.sums for c in self.partial_flags(i)} | {f"__x{i}": lost(f"__v{i}", i) for i in self.sums}
         parts = [side(change, 1, mine)]
@@ -187,18 +210,26 @@ class AggregateRule:
                 theirs |= {f"__o{i}": lost(f"n{i}", i) for i in self.sums if not self.floating(i)}
             parts.append(side(old, 0, theirs))
         both = parts[0] if len(parts) == 1 else rel.Union_(tuple(parts))
-        flags = tuple(f"__{c}{i}" for i in self.sums for c in self._flags(i)) + (TOUCHED,)
-        calls = tuple((p, "sum", rel.coalesce(Col(p), zero)) for p in self.partial_types) + tuple((f, "max", Col(f)) for f in flags)
+        flags = tuple(f"__{c}{i}" for i in self.sums for c in self._flags(i)) + (TOUCHED, "__h")
+        magnitudes = tuple(f"__m{i}" for i in self.recounted)
+        calls = tuple((p, "sum", rel.coalesce(Col(p), zero)) for p in (*self.partial_types, *magnitudes)) + tuple((f, "max", Col(f)) for f in flags)
         summed: rel.Rel = rel.Reduce(both, self.group_keys, calls)
         typed = {p: Cast(Col(p), t) for p, t in self.partial_types.items()}
         for i in self.sums:
             typed[f"s{i}"] = Cast(Case(Call("<=", (Col(f"__x{i}"), zero)), Col(f"s{i}")), self.sum_type(i))
         for i in self.recounted:
+            typed[f"e{i}"] = recount.error_bound(i, typed[f"s{i}"])
+        if recounting:
+            wanted = reduce(lambda a, b: Call("or", (a, b)), [recount.recount_wanted(i, typed[f"s{i}"], typed[f"e{i}"]) for i in self.recounted])
+            return rel.Select(summed, tuple((k, Col(k)) for k in self.group_keys), wanted)
+        for i in self.recounted:
             if (values := self._new_values(bound, i)) is None:
-                continue  # no values stored nor changed: none leaves
-            summed = self._joined_by_group(summed, self._recount(values, i), f"r{i}")
-            recount = rel.coalesce(Col(f"r{i}"), Cast(Lit(0), "double"))
-            typed[f"s{i}"] = Case(gt(Col(f"__d{i}"), zero), recount, typed[f"s{i}"])
+                continue  # no values stored nor changed (none leaves), or no group wants a recount
+            summed = self._joined_by_group(summed, recount.summed_again(values, self.group_keys, i), f"r{i}", f"rc{i}")
+            wanted = recount.recount_wanted(i, typed[f"s{i}"], typed[f"e{i}"])
+            typed[f"s{i}"] = Case(wanted, rel.coalesce(Col(f"r{i}"), Cast(Lit(0), "double")), typed[f"s{i}"])
+            typed[f"c{i}"] = Case(wanted, Cast(rel.coalesce(Col(f"rc{i}"), Lit(0)), "bigint"), typed[f"c{i}"])
+            typed[f"e{i}"] = Case(wanted, Cast(Lit(0), "double"), typed[f"e{i}"])
         if checked:  # on the row count: every use of the groups reads it
             typed[COUNT] = self._checked(typed[COUNT], view)
         return rel.Select(summed, tuple((k, Col(k)) for k in self.group_keys) + tuple(typed.items()) + ((TOUCHED, Col(TOUCHED)),))
@@ -312,19 +343,12 @@ class AggregateRule:
         change = rel.Input(f"dv{i}", (*self.group_keys, "v", WEIGHT))
         return change if before is None else rel.Consolidate(rel.Union_((before, change)), (*self.group_keys, "v"))
 
-    def _recount(self, values: rel.Rel, i: int) -> rel.Rel:
-        """Sum ``i`` of each group in ``values`` (its value rows), summed again: each value
-        times its weight (one rounding where adding its copies would round at each)."""
-        times = rel.mul(Cast(Col("v"), "double"), Cast(Col(WEIGHT), "double"))
-        rows = rel.Select(values, tuple((k, Col(k)) for k in self.group_keys) + (("v", times),), gt(Col(WEIGHT), Lit(0)))
-        return rel.Reduce(rows, self.group_keys, ((f"r{i}", "sum", Col("v")),))
-
-    def _joined_by_group(self, groups: rel.Rel, per_group: rel.Rel, name: str) -> rel.Rel:
-        """``groups`` with column ``name`` of ``per_group`` (one row per group key at most;
+    def _joined_by_group(self, groups: rel.Rel, per_group: rel.Rel, *names: str) -> rel.Rel:
+        """``groups`` with columns ``names`` of ``per_group`` (one row per group key at most;
         NULL for a group without one), matched on the group keys, NULL keys included."""
-        renamed = rel.Select(per_group, tuple((f"__k_{k}", Col(k)) for k in self.group_keys) + ((name, Col(name)),))
+        renamed = rel.Select(per_group, tuple((f"__k_{k}", Col(k)) for k in self.group_keys) + tuple((n, Col(n)) for n in names))
         on = tuple((k, f"__k_{k}") for k in self.group_keys)
-        return keep(rel.Join(groups, renamed, on, "left", null_safe=True), rel.columns(groups), **{name: Col(name)})
+        return keep(rel.Join(groups, renamed, on, "left", null_safe=True), rel.columns(groups), **{n: Col(n) for n in names})
 
     def _final(self, i: int, agg: AggCall, found: dict[str, rel.Expr]) -> rel.Expr:
         """The aggregate's value from the group's state columns."""
@@ -350,3 +374,4 @@ class AggregateRule:
             precision, scale = decimal_rules.average_type(*found)
             return rel.Average(s, n, precision, scale, self.ansi)
         return Call("/", (Cast(s, "double"), Cast(n, "double")))
+
