@@ -45,9 +45,12 @@ def recount_wanted(i: int, running: rel.Expr, bound: rel.Expr) -> rel.Expr:
     :func:`error_bound`) is summed again from its values: where a value left it, and the
     bound reaches 2⁻³⁶ of the sum, or either is not finite.
 
-    Below that, the running sum is within 1.5·10⁻¹¹ of the sum's value from one of the
-    orders Spark may add in: a hundred times below the 9 significant digits in which the
-    correctness oracle, like Spark's sums in two orders, finds them equal. 1e30 + 0.1 −
+    Below that, the changes added since the last count (a sum of the values then held, as
+    a recompute gives it) have moved the running sum by at most 1.5·10⁻¹¹ of it beyond
+    their exact value, the rounding of the values that left included: a hundred times
+    below the 9 significant digits in which the correctness oracle, like Spark's sums in
+    two orders, finds sums equal. (The values still held carry the rounding of the last
+    count, which a recompute of them has too, in its own order.) 1e30 + 0.1 −
     1e30 is recounted (a bound of about 2⁵³·1e30 units against a sum of 0); prices leaving
     a group of prices are not, until the bound has grown for many epochs. NaN and
     ±Infinity are recounted whenever a value leaves (where they go is their order's;
