@@ -374,4 +374,3 @@ class AggregateRule:
             precision, scale = decimal_rules.average_type(*found)
             return rel.Average(s, n, precision, scale, self.ansi)
         return Call("/", (Cast(s, "double"), Cast(n, "double")))
-
