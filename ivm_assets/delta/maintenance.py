@@ -32,9 +32,9 @@ def rewrite(
     process's scattered lookups would otherwise decode the new files whole again)."""
 
     def write(at: int | None, properties: CommitProperties) -> None:
-        written = write_at(uri, table, at, mode="overwrite", properties=properties, partition_by=partition_by, row_group_rows=row_group_rows)
+        write_at(uri, table, at, mode="overwrite", properties=properties, partition_by=partition_by, row_group_rows=row_group_rows)
         if cache_key is not None and at is not None:
-            cache_written(uri, at + 1, written, partition_by, cache_key)
+            cache_written(uri, at + 1, table, partition_by, cache_key)
 
     return _compaction_commit(uri, after, write, metadata)
 

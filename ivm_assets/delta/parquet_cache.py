@@ -255,11 +255,13 @@ def _reading(uri: str, read):
         raise storage_errors.missing_file(uri) from None
 
 
-def remember(file: Footer, rows: pa.Table, key: str) -> bool:
+def remember(file: Footer, rows: pa.Table, key: str, *, ordered: bool = True) -> bool:
     """Hold ``rows`` as the decoded rows of ``file``, which this process just wrote from
-    them (in this order), so that the next lookup does not decode what it wrote: indexed by
-    ``key`` when its type allows (the rows are the file's, whatever their order), else as
-    its row groups.
+    them, so that the next lookup does not decode what it wrote: indexed by ``key`` when
+    its type allows (the rows are the file's, whatever their order), else as its row
+    groups, only when ``ordered`` (the file holds them in this order): cut in another
+    order, a group held could hold other rows than the file's, which a lookup reading
+    some groups from here and others from the file would miss or count twice.
 
     Only when the file's footer agrees: the same number of rows and the same min and max
     of ``key``, over the file when indexed, else in each row group cut at the footer's
@@ -277,6 +279,8 @@ def remember(file: Footer, rows: pa.Table, key: str) -> bool:
             return False
         _hold_index(file, made)
         return True
+    if not ordered:
+        return False
     stats = file.stats(key)
     start, groups = 0, []
     for group, count in enumerate(file.rows):

@@ -59,12 +59,12 @@ def write_epoch(
     """
 
     def attempt(at: int | None) -> bool:
-        written = write_at(
+        write_at(
             uri, table, at, mode=mode, properties=epoch.commit_properties(metadata), partition_by=partition_by,
             change_feed=change_feed, row_group_rows=row_group_rows,
         )
         if cache_key is not None:
-            cache_written(uri, 0 if at is None else at + 1, written, partition_by or [], cache_key)
+            cache_written(uri, 0 if at is None else at + 1, table, partition_by or [], cache_key)
         return True
 
     return commit_epoch(uri, epoch, after, attempt)
@@ -81,10 +81,11 @@ def cache_written(uri: str, version: int, table: pa.Table, partition_by: list[st
     rows sorted by partition holds a slice of them, and one of interleaved rows a filtered
     copy.
 
-    ``table`` is what :func:`write_at` handed delta-rs; when that was more than one batch,
-    the files may hold its rows in another order, and nothing is held."""
-    if len(partition_by) > 1 or parquet_cache.budget_bytes() <= 0 or not in_one_batch(table):
+    Held by row group (a key that cannot be indexed), a file's rows must be in the order the
+    file has them, which only a ``table`` of one batch promises (see :func:`write_at`)."""
+    if len(partition_by) > 1 or parquet_cache.budget_bytes() <= 0:
         return
+    ordered = in_one_batch(table)
     root = storage.normalize(uri.removeprefix("file://"))
     by_value: dict[str | None, list[tuple[str, int]]] = {}
     for add in commit_actions(uri, version, "add") or []:
@@ -94,7 +95,7 @@ def cache_written(uri: str, version: int, table: pa.Table, partition_by: list[st
     single = {value: files[0] for value, files in by_value.items() if len(files) == 1}
     if not partition_by:
         for file in single.values():
-            parquet_cache.remember(parquet_cache.footer(*file), table, key)
+            parquet_cache.remember(parquet_cache.footer(*file), table, key, ordered=ordered)
         return
     column = table.column(partition_by[0])
     runs = value_runs(column)
@@ -119,7 +120,7 @@ def cache_written(uri: str, version: int, table: pa.Table, partition_by: list[st
             as_text = pc.cast(column, pa.string()) if as_text is None else as_text
             wanted = pc.is_null(as_text) if value is None else pc.equal(as_text, value)
             rows = table.filter(wanted).drop_columns(partition_by)
-        parquet_cache.remember(parquet_cache.footer(*file), rows, key)
+        parquet_cache.remember(parquet_cache.footer(*file), rows, key, ordered=ordered)
 
 
 def apply_bag_change(uri: str, change: pa.Table, *, columns: list[str], epoch: Epoch, after: int) -> bool:
@@ -216,11 +217,11 @@ def overwrite_epoch(
     partition_by, sort_by = partition_by or [], sort_by or []
     if few or isinstance(rows, pa.Table):
         table = rows if isinstance(rows, pa.Table) else to_arrow(rows)
-        # delta-rs writes each partition's rows in the order it is given them (in one batch,
-        # see write_at), so rows sorted by key land sorted in every partition's file: a build
-        # computed in process comes so (TPC-H Q5's 6 M-row lineitem side at SF 1: sorting it
-        # again by partition and key took Arrow 1.8 s on one core).
-        # tests/delta/test_write_order.py holds delta-rs to it.
+        # delta-rs keeps the order of each batch's rows (batches may reach a file in any
+        # order, see write_at), so rows sorted by key land in every partition's file as
+        # ascending runs, one per batch: a build computed in process comes so (TPC-H Q5's
+        # 6 M-row lineitem side at SF 1: sorting it again by partition and key took Arrow
+        # 1.8 s on one core). tests/delta/test_write_order.py holds delta-rs to it.
         if not (sort_by and in_order(table, sort_by)):
             table = _sorted(table, [*partition_by, *sort_by])
         table = table.cast(all_nullable(table.schema))
@@ -268,20 +269,19 @@ def write_at(
     partition_by: list[str] | None = None,
     change_feed: bool = False,
     row_group_rows: int | None = None,
-) -> pa.Table:
+) -> None:
     """One write that lands right after version ``after``; ``after`` None creates the table,
-    and fails if someone else created it first. Returns ``table`` as delta-rs was handed it:
-    in one batch, so that each file holds its rows in ``table``'s order.
+    and fails if someone else created it first.
 
-    delta-rs plans a write of several batches as parallel streams, merged as they come: a
-    table of 200,000 sorted rows in batches of 2,048, partitioned 4 ways, came out with
-    every partition's file out of order (sorted state files are what lets a lookup skip row
-    groups, and :func:`cache_written` holds a file's rows in the order given). One batch is
-    one stream; combining the chunks copies the rows once (none when there is one chunk).
-    A string column past 2 GiB stays in several chunks, and its order is not promised."""
+    delta-rs plans a write of several batches as parallel streams, each partition's writer
+    taking batches from all of them as they come: a file holds each batch's rows in order,
+    but the batches in any order (200,000 sorted rows in batches of 2,048, partitioned 4
+    ways: every file out of order). A state file sorted by key is then a few ascending runs,
+    whose row groups still cover narrow key ranges, save one per run. Joining the batches
+    into one first would keep the order but copy the rows: a build's join side of 7.6 M
+    rows (TPC-H Q5 at SF 1) took 1.0 s and 660 MiB more in one run each, so it is not done."""
     creating = after is None
     target = None if creating else writable(uri, after)
-    table = table.combine_chunks()
     write_deltalake(
         uri if creating else target,
         table,
@@ -295,11 +295,10 @@ def write_at(
     )
     if target is not None:
         keep_moved(uri, target, after)
-    return table
 
 
 def in_one_batch(table: pa.Table) -> bool:
-    """Whether ``table`` reaches delta-rs as one batch (see :func:`write_at`)."""
+    """Whether ``table`` reaches delta-rs as one batch, whose order each file keeps (see :func:`write_at`)."""
     return all(column.num_chunks <= 1 for column in table.columns)
 
 

@@ -171,6 +171,31 @@ def test_files_a_build_in_process_wrote_are_held_when_it_creates_and_when_it_rep
         assert cold == held and decoded > 0  # read from the files: the same rows
 
 
+def test_files_written_from_several_batches_are_held_by_row_group_only_when_their_order_is_known(tmp_path):
+    """delta-rs writes batches in the order they reach it (``delta.write.write_at``), so a
+    file written from rows in several batches may hold them in another order than given.
+    Held by row group (a key that cannot be indexed), its groups would be cut from the rows
+    in the wrong order: they are not held, and lookups decode the file and find every row.
+    From one batch, they are held as before."""
+    from ivm_assets.delta.commit import Epoch
+    from ivm_assets.delta.row_groups import ReadCost, read_row_groups, select_row_groups
+    from ivm_assets.delta.snapshot import snapshot_files
+    from ivm_assets.delta.write import write_epoch
+
+    keys = [f"k{i:05d}" for i in range(5000)]
+    rows = pa.table({"k": pa.array(keys), "v": pa.array(range(5000), pa.int64())})
+    wanted = pa.array(["k00012", "k03001", "k04999"])
+    for name, table, held in (("one batch", rows, True), ("many batches", pa.Table.from_batches(rows.to_batches(max_chunksize=512)), False)):
+        parquet_cache.clear()
+        uri = str(tmp_path / name.replace(" ", "_"))
+        write_epoch(uri, table, epoch=Epoch("ivm:t", 1, {}), after=None, mode="overwrite", row_group_rows=500, cache_key="k")
+        assert (parquet_cache.held_bytes() > 0) == held, name
+        cost = ReadCost()
+        found = read_row_groups(select_row_groups(snapshot_files(uri), key="k", values=wanted), cost=cost)
+        assert sorted(zip(found.column("k").to_pylist(), found.column("v").to_pylist())) == [("k00012", 12), ("k03001", 3001), ("k04999", 4999)]
+        assert (cost.decoded == 0) == held, name
+
+
 def test_rows_that_do_not_match_the_footer_are_not_held(tmp_path):
     path = str(tmp_path / "a.parquet")
     _write(path, range(400))
