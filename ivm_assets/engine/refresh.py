@@ -238,8 +238,10 @@ def _unsigned_zeros(view: CompiledView, where: ViewLocation, last: dict) -> str 
     last epoch stored zeros unsigned, and its output or a state table has a FLOAT or DOUBLE
     column (read once per view: the next epoch records that zeros are signed)."""
     level = int(last.get(SIGNED_ZEROS) or 0)
+    if level >= SIGNED_ZEROS_LEVEL:  # every refresh after the first at this level
+        return None
     ops = list(operators(view.root)) if view.root is not None else []
-    if level >= SIGNED_ZEROS_LEVEL or (level == 2 and not any(isinstance(op, WindowOp) for op in ops)):
+    if level == 2 and not any(isinstance(op, WindowOp) for op in ops):
         return None
     # Types as text, nested ones included (a name inside a struct may rebuild in vain).
     stored = [f.dataType.simpleString() for f in view.schema.fields]

@@ -25,9 +25,9 @@ _ROOM = 2**17
 
 def error_bound(i: int, running: rel.Expr) -> rel.Expr:
     """Sum ``i``'s new ``e<i>``: a bound, in units of 2⁻⁵³, on how far adding changes since
-    it was last counted from its values (or built) has taken the running sum from a sum of
-    the values held in some order (the set of answers Spark's own sum, whose order is its
-    tasks', gives).
+    it was last counted from its values (or built) has taken the running sum beyond the
+    last count carried on by their exact value, the rounding of the values that left
+    included (:func:`recount_wanted` says what that leaves out).
 
     An epoch sums its change (``m`` values of magnitudes summing to ``a``: off by at most
     m·a units) and adds it to the running sum (half a unit of the new sum, ``running``,
