@@ -8,7 +8,7 @@ process (DuckDB over Arrow), every answer equal to Spark's. This counts, it does
 - **text and time**: ``tests/test_text_and_time_answers.py`` (trailing spaces, composed and
   decomposed accents, emoji, LIKE escapes, dates before 1582, TIMESTAMP beside
   TIMESTAMP_NTZ), in the America/New_York session zone;
-- **operators**: the 20 views of ``tests/operators/test_cancelling_changes.py`` (every
+- **operators**: the 20 views of ``tests/rules/test_cancelling_changes.py`` (every
   operator: outer, semi and anti joins, NOT IN, set operations, windows, top-k) through
   plain inserts, deletes and updates;
 - **random views**: ``--random-seeds`` seeds of ``tests/random_views.py``'s 25 random views
@@ -45,7 +45,7 @@ from ivm_assets.spark.session import get_spark  # noqa: E402
 from tests import test_spark_answers as numbers  # noqa: E402
 from tests import test_text_and_time_answers as text_and_time  # noqa: E402
 from tests.conftest import ProjectBuilder  # noqa: E402
-from tests.operators import test_cancelling_changes as operators  # noqa: E402
+from tests.rules import test_cancelling_changes as operators  # noqa: E402
 from tests.random_changes import SCHEMA, initial_table  # noqa: E402
 from tests.random_views import Changes, random_changes, random_views  # noqa: E402
 

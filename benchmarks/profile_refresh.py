@@ -85,7 +85,7 @@ def _list_statements(statements: list, dump: Path | None) -> None:
     """Wrap the in-process epoch's one statement path to time each statement (bind, run and
     the tables' registration) and say which operator's binding made it; with ``dump``, write
     each statement's text and input tables there (``001.sql``, ``001.change.parquet``, …)."""
-    from ivm_assets.local.epoch import LocalEpoch
+    from ivm_assets.render.duckdb.epoch import LocalEpoch
 
     def site() -> str:
         """The operators' bindings that led to the statement, innermost first (``aggregate.epoch:71``)."""

@@ -34,7 +34,7 @@ import tpch_refresh as bench  # noqa: E402
 from ivm_assets import project  # noqa: E402
 from ivm_assets.delta import write  # noqa: E402
 from ivm_assets.engine import changes, execute, output, refresh  # noqa: E402
-from ivm_assets.local.epoch import LocalEpoch  # noqa: E402
+from ivm_assets.render.duckdb.epoch import LocalEpoch  # noqa: E402
 from ivm_assets.spark.session import get_spark, stop_spark  # noqa: E402
 from ivm_assets.state.arrangement import StateTable  # noqa: E402
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from pyspark.sql import DataFrame, SparkSession
-
 from ivm_assets.delta.commit import Epoch
 
-if TYPE_CHECKING:  # state appends are queued here
-    from ivm_assets.operators.base import Operator
+if TYPE_CHECKING:  # state appends are queued here; the rules never touch Spark themselves
+    from pyspark.sql import DataFrame, SparkSession
+
+    from ivm_assets.rules.operator import Operator
     from ivm_assets.state.arrangement import StateAppend
 
 
@@ -51,7 +51,7 @@ class EpochContext:
 
 
 class FromContext:
-    """What an operator's binding (:mod:`ivm_assets.operators.binding`) learns from the epoch
+    """What an operator's binding (:mod:`ivm_assets.rules.binding`) learns from the epoch
     context alone, the same in both engines: a base of each engine's binding."""
 
     ctx: EpochContext

@@ -74,6 +74,12 @@ class LoweringError(IvmError):
         self.node = node
 
 
+class Untranslatable(IvmError):
+    """Internal: an expression or plan whose in-process result could differ from Spark's.
+    Raised by the DuckDB renderer (:mod:`ivm_assets.render.duckdb`) and caught where an epoch
+    chooses its engine: the epoch then runs in Spark, and the reason is recorded."""
+
+
 class RefreshError(IvmError):
     """A refresh could not be carried out (the view's previous output is left as it was)."""
 

@@ -32,10 +32,10 @@ from tests.s3.server import s3_project, s3_server  # noqa: E402,F401
 # README's time for the suite).
 LONGEST_FIRST = (
     "tests/test_sql_steps.py", "tests/test_spark_answers.py", "tests/spark/test_cluster.py", "tests/test_tpch.py",
-    "tests/test_concurrency.py", "tests/test_install.py", "tests/s3/test_executor_io.py", "tests/rules/test_renderers.py",
-    "tests/spark/test_connect.py", "tests/operators/test_aggregate.py", "tests/test_cli.py", "tests/s3/test_object_storage.py",
+    "tests/test_concurrency.py", "tests/test_install.py", "tests/s3/test_executor_io.py", "tests/render/test_renderers.py",
+    "tests/spark/test_connect.py", "tests/rules/test_aggregate.py", "tests/test_cli.py", "tests/s3/test_object_storage.py",
     "tests/dagster/test_dagster_dev.py", "tests/s3/test_faults.py", "tests/test_state_parity.py",
-    "tests/spark/test_engine_over_connect.py", "tests/sql/test_regenerated_sql.py", "tests/operators/test_cancelling_changes.py",
+    "tests/spark/test_engine_over_connect.py", "tests/sql/test_regenerated_sql.py", "tests/rules/test_cancelling_changes.py",
     "tests/test_crash.py", "tests/dagster/test_browser.py", "tests/test_text_and_time_answers.py",
 )
 

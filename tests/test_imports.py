@@ -72,7 +72,7 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_no_module_imports_itself_through_others():
     modules = _modules()
     graph = {name: _imports(path, modules) for name, path in modules.items()}
-    assert len(graph) > 100 and graph["ivm_assets.operators.distinct"]  # the source was read
+    assert len(graph) > 100 and graph["ivm_assets.rules.distinct"]  # the source was read
     assert _cycles(graph) == []
 
 
@@ -89,6 +89,32 @@ def test_packages_import_one_way():
         )
     assert _cycles(packages) == []
     assert packages["ivm_assets.testing"] == set()
+    # The IR and the rules are engine-free: the renderers import them, never the other way.
+    engines = {"ivm_assets.render", "ivm_assets.engine", "ivm_assets.spark", "ivm_assets.dagster"}
+    assert packages["ivm_assets.ir"] & (engines | {"ivm_assets.rules"}) == set()
+    assert packages["ivm_assets.rules"] & engines == set()
+
+
+def _third_party(path: Path) -> set[str]:
+    """The top-level packages outside ivm_assets that ``path`` imports when it is loaded."""
+    found: set[str] = set()
+    for statement in ast.parse(path.read_text()).body:
+        if isinstance(statement, ast.If) and "TYPE_CHECKING" in ast.unparse(statement.test):
+            continue
+        for node in ast.walk(statement) if isinstance(statement, (ast.Import, ast.ImportFrom, ast.If, ast.Try)) else ():
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found.add(node.module.split(".")[0])
+            elif isinstance(node, ast.Import):
+                found |= {a.name.split(".")[0] for a in node.names}
+    return found - {"ivm_assets", "__future__"}
+
+
+def test_the_operators_and_their_rules_touch_no_engine():
+    """An operator binds its rule through the ``EpochBinding`` protocol and never calls Spark
+    or DuckDB itself: what each engine does with it is in ``render/``."""
+    rules = [path for name, path in _modules().items() if name.startswith(("ivm_assets.rules", "ivm_assets.ir"))]
+    assert len(rules) > 15
+    assert {path.name: _third_party(path) & {"pyspark", "duckdb"} for path in rules} == {path.name: set() for path in rules}
 
 
 def test_a_cycle_is_found():

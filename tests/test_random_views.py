@@ -19,7 +19,7 @@ import pytest
 
 from ivm_assets.engine.oracle import check_views
 from ivm_assets.spark.session import tuned_for
-from tests.operators.harness import epochs_alternating
+from tests.rules.harness import epochs_alternating
 from tests.random_views import Changes, random_changes, random_views
 from tests.test_crash import _crash_at
 

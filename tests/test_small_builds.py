@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from ivm_assets.delta.write import delete_rows, write
-from ivm_assets.local import epoch as local_epoch
+from ivm_assets.render.duckdb import epoch as local_epoch
 from ivm_assets.errors import ChangeTooLarge, IvmError
 from ivm_assets.settings import PROCESS_BUILD_ENV, SMALL_BUILD_ROWS_ENV, SMALL_EPOCHS_ENV, current
 from tests.conftest import assert_oracle, output_rows

@@ -26,7 +26,7 @@ from ivm_assets.delta.write import delete_rows, update_rows, write
 from ivm_assets.errors import ExpressionError
 from ivm_assets.spark.session import tuned_for
 from tests.conftest import assert_engine, assert_oracle, output_rows
-from tests.operators.harness import epochs_alternating
+from tests.rules.harness import epochs_alternating
 
 BIG = 2**62
 MAX_D38 = Decimal("9999999999999999999999999999.9999999999")

@@ -64,7 +64,7 @@ import pytest
 import yaml
 
 from tests.conftest import assert_oracle
-from tests.operators.harness import epochs_alternating
+from tests.rules.harness import epochs_alternating
 
 # IVM_STEP_FIXTURES points the runner at another folder of fixtures (to try one out).
 STEPS_DIR = Path(os.environ.get("IVM_STEP_FIXTURES") or Path(__file__).parent / "fixtures" / "steps")

@@ -25,7 +25,7 @@ from ivm_assets.delta.row_groups import read_row_groups, select_row_groups
 from ivm_assets.delta.snapshot import arrow_schema, file_count, files_by_partition, snapshot_files
 from ivm_assets.delta.write import create_table, delete_rows, write, write_epoch
 from ivm_assets.engine.refresh import LOG_CLEANUP_EPOCHS
-from ivm_assets.operators.incrementalize import fingerprint, identity, operators
+from ivm_assets.rules.incrementalize import fingerprint, identity, operators
 from ivm_assets.state.layout import FORMAT, StateLayout
 from ivm_assets.state.progress import Progress
 
@@ -174,7 +174,7 @@ def test_the_plan_is_compared_by_what_it_computes_not_how_explain_words_it(build
     """Rewording an operator's explain line rebuilds nothing; an epoch recorded before plan
     identities existed (a fingerprint only, as the previous version wrote) is carried on
     incrementally, and its next record has the identity."""
-    from ivm_assets.operators.join import JoinOp
+    from ivm_assets.rules.join import JoinOp
 
     project = _built(builder)
     progress = _progress(project, "v")
@@ -196,7 +196,7 @@ def test_operator_ids_name_the_computation(spark):
     """Same SQL → same ids and fingerprint; a different subtree → a different id, so it
     never reads another computation's state."""
     from ivm_assets.sql.plan import Filter, Plan, Scan
-    from ivm_assets.operators.incrementalize import incrementalize
+    from ivm_assets.rules.incrementalize import incrementalize
 
     a = incrementalize(Plan(Filter(Scan("t", ("a",), ("x",)), "`x` > 1"), ("a",)))
     b = incrementalize(Plan(Filter(Scan("t", ("a",), ("x",)), "`x` > 1"), ("a",)))

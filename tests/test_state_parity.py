@@ -25,7 +25,7 @@ from ivm_assets.delta.handles import is_delta_table
 from ivm_assets.delta.read import read_small
 from ivm_assets.delta.snapshot import arrow_schema
 from ivm_assets.settings import DEFAULT_SMALL_BUILD_ROWS, SMALL_BUILD_ROWS_ENV
-from ivm_assets.operators.incrementalize import operators
+from ivm_assets.rules.incrementalize import operators
 from ivm_assets.zset import EPOCH, WEIGHT
 from tests.conftest import ProjectBuilder, small_epochs
 from tests.test_sql_steps import FILES, FileRun, _apply_step, _build, load_spec

@@ -23,7 +23,7 @@ import pytest
 
 from ivm_assets.delta.write import delete_rows, update_rows, write
 from tests.conftest import assert_oracle
-from tests.operators.harness import epochs_alternating
+from tests.rules.harness import epochs_alternating
 
 UTC = dt.timezone.utc
 TEXT = pa.schema([

@@ -22,7 +22,7 @@ import yaml
 from ivm_assets import IvmProject
 from ivm_assets.tpch import create_sources, generate_parquet, make_batches
 from tests.conftest import assert_oracle
-from tests.operators.harness import epochs_alternating
+from tests.rules.harness import epochs_alternating
 
 pytestmark = pytest.mark.slow
 

@@ -10,7 +10,7 @@ import random
 import pyarrow as pa
 
 from tests.conftest import assert_oracle
-from tests.operators.harness import epochs_alternating
+from tests.rules.harness import epochs_alternating
 
 # 6 epochs (~15 s each with the windows, top-k and scalar-subquery views) keep the whole
 # suite within its 15 minutes on a slow 2-core machine (it was at 15.5 min with 8);

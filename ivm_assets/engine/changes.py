@@ -30,12 +30,12 @@ from ivm_assets.delta.log import change_feed_enabled, change_rows_between, opera
 from ivm_assets.delta.read import read_snapshot
 from ivm_assets.delta.snapshot import arrow_schema
 from ivm_assets.errors import RebuildNeeded
-from ivm_assets.local.epoch import LOCAL_CHANGE_ROWS
-from ivm_assets.operators.base import Operator
-from ivm_assets.operators.linear import ScanOp
+from ivm_assets.render.duckdb.epoch import LOCAL_CHANGE_ROWS
+from ivm_assets.rules.operator import Operator
+from ivm_assets.rules.linear import ScanOp
 from ivm_assets.spark.arrow import empty_table, normalize_schema, normalize_table, spark_schema
 from ivm_assets.state import driver_rows
-from ivm_assets.operators.incrementalize import operators
+from ivm_assets.rules.incrementalize import operators
 from ivm_assets.sql.plan import q
 from ivm_assets.zset import WEIGHT
 
@@ -58,7 +58,7 @@ def used_columns(root: Operator | None, relation: str) -> tuple[str, ...] | None
     """The columns of ``relation`` that the scans of the dataflow ``root`` read, in the
     table's order of first use; None (every column) for a view recomputed in full.
 
-    >>> from ivm_assets.operators.linear import UnionAllOp
+    >>> from ivm_assets.rules.linear import UnionAllOp
     >>> scans = (ScanOp("s1", "orders", ("id", "amount"), ("id", "amount")), ScanOp("s2", "orders", ("cust",), ("c",)))
     >>> used_columns(UnionAllOp("u", scans, ("id", "amount")), "orders")
     ('id', 'amount', 'cust')

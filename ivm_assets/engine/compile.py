@@ -22,11 +22,11 @@ from sqlglot.optimizer.qualify import qualify
 
 from ivm_assets.config import ViewSettings
 from ivm_assets.errors import NotIncrementalError, SqlError
-from ivm_assets.operators.base import Operator
+from ivm_assets.rules.operator import Operator
 from ivm_assets.spark.session import LazySession
 from ivm_assets.sql.constructs import Finding, find_non_incremental, locate
 from ivm_assets.sql.dialect import DIALECT
-from ivm_assets.operators.incrementalize import incrementalize
+from ivm_assets.rules.incrementalize import incrementalize
 from ivm_assets.sql.lower import LoweringError, lower
 from ivm_assets.sql.named_windows import inline_named_windows
 from ivm_assets.sql.order_ties import order_ties

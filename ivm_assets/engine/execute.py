@@ -1,5 +1,5 @@
 """Running one planned epoch (:func:`execute`): in process (DuckDB over Arrow,
-:mod:`ivm_assets.local.epoch`) when it is small and every operator translates, else in Spark;
+:mod:`ivm_assets.render.duckdb.epoch`) when it is small and every operator translates, else in Spark;
 then its commits, in the order the refresh's crash recovery relies on
 (:mod:`ivm_assets.engine.refresh`); and what its failures amount to (a rebuild, a data
 error, a conflicting commit).
@@ -19,7 +19,8 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ivm_assets import decimal_rules, settings
+from ivm_assets import settings
+from ivm_assets.ir import decimal_rules
 from ivm_assets.delta import storage_errors
 from ivm_assets.delta.commit import Epoch, holds_epoch
 from ivm_assets.delta.handles import latest_version
@@ -32,8 +33,9 @@ from ivm_assets.epoch_context import EpochContext
 from ivm_assets.errors import (
     ChangeTooLarge, CommitConflictError, ExpressionError, InexactAggregate, LostDataFile, RebuildNeeded, RefreshError, UnrepeatableRows,
 )
-from ivm_assets.local.epoch import LOCAL_CHANGE_ROWS, LocalEpoch
-from ivm_assets.local.untranslatable import Untranslatable
+from ivm_assets.render.duckdb.epoch import LOCAL_CHANGE_ROWS, LocalEpoch
+from ivm_assets.render.spark.binding import spark_change
+from ivm_assets.errors import Untranslatable
 from ivm_assets.spark.arrow import arrow_schema, to_spark
 from ivm_assets.spark.batches import Batch, discard_pending, materialize
 from ivm_assets.spark.metrics import counting_jobs
@@ -228,7 +230,7 @@ def _run_epoch(
             ctx.changes.update({
                 name: cdc.read_large(spark, found, columns=cdc.used_columns(view.root, name)) for name, found in large.items()
             })
-        shaped = output.shape(view.root.step(ctx), view.root.columns, view.schema)
+        shaped = output.shape(spark_change(ctx, view.root), view.root.columns, view.schema)
         # A full refresh writes its output straight from the plan, which is read once:
         # materializing it first would cost a checkpoint and a count for nothing.
         _commit(ctx, view, where, record, epoch, stats, materialize(shaped, small=True) if not full else None, shaped)
@@ -341,7 +343,7 @@ def _mib(size: int) -> str:
 
 
 def _in_process(ctx: EpochContext, view: CompiledView, tables: dict[str, pa.Table], notes: dict[str, str]) -> Batch | None:
-    """The output change of a small epoch computed in process (:mod:`ivm_assets.local.epoch`;
+    """The output change of a small epoch computed in process (:mod:`ivm_assets.render.duckdb.epoch`;
     an incremental one, or a small build: every row inserted into empty state), its state
     commits queued; None, with the reason in ``notes["engine"]``, when the epoch must run
     in Spark (nothing was committed)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ivm_assets.engine.compile import CompiledView
 from ivm_assets.engine.cost import CostEstimate
 from ivm_assets.engine.refresh import ViewLocation
-from ivm_assets.operators.base import Operator
+from ivm_assets.rules.operator import Operator
 from ivm_assets.state.progress import EpochRecord
 
 

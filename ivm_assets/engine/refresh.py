@@ -31,8 +31,8 @@ from ivm_assets.engine.cost import estimate
 from ivm_assets.engine.execute import execute
 from ivm_assets.errors import ExpressionError, RebuildNeeded, RefreshError
 from ivm_assets.spark.session import SEMANTIC_SETTINGS
-from ivm_assets.operators.incrementalize import fingerprint, identity, operators
-from ivm_assets.operators.window import WindowOp
+from ivm_assets.rules.incrementalize import fingerprint, identity, operators
+from ivm_assets.rules.window import WindowOp
 from ivm_assets.state.claim import ClaimSettings, hold
 from ivm_assets.state.compaction import compact_from, compaction_due
 from ivm_assets.state.layout import FORMAT

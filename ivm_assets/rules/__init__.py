@@ -1,3 +1,4 @@
-"""Incremental rules written once (:mod:`~ivm_assets.rules.rel`, a small relational IR) and
-rendered by both engines: Spark (:mod:`~ivm_assets.rules.render_spark`) and DuckDB over Arrow
-(:mod:`~ivm_assets.local.render_duckdb`)."""
+"""The incremental operators, one module per family, each with its rule on changes written
+once as IR (:mod:`ivm_assets.ir.rel`) and its binding written once against
+:class:`~.binding.EpochBinding`, for both engines (:mod:`ivm_assets.render`).
+:mod:`.incrementalize` turns an ordinary plan into a dataflow of them."""

@@ -1,20 +1,56 @@
-"""The inner and outer joins' rule on changes, written once for both engines (derived in
-:mod:`ivm_assets.operators.join`'s and :mod:`ivm_assets.operators.outer_join`'s module docs).
+"""Inner and outer joins, maintained with an arrangement (state table) per side.
 
-The epoch binds, by name: ``dl`` / ``dr``, both changes with NULL keys left out (always
-bound, empty or not); for an outer join ``left_nulls`` / ``right_nulls``, their rows with a
-NULL key (always bound); ``old_left`` / ``old_right``, each state's rows for the keys of the
-other change (an outer join's: of both changes), when there is state. ``dl`` or ``dr`` in
-``present`` says that change has rows.
+**Inner join.** Rule on changes (bilinearity of ⋈ over z-sets):
+
+    Δ(A ⋈ B) = ΔA ⋈ B_old  +  A_old ⋈ ΔB  +  ΔA ⋈ ΔB,   weight(a ⋈ b) = w(a) · w(b)
+
+State: each side's integrated input, a z-set bucketed by the join key. Only the buckets of
+the keys in the other side's change are read; the change is then appended to its own side.
+Rows whose key has a NULL are never stored: they can never match. Cross joins (no key) use
+one bucket and read the whole other side.
+
+**LEFT, RIGHT and FULL outer joins**: the inner join's rule, plus the NULL-padded rows
+recomputed for just the join keys a change touches. An outer join's output is the inner
+join (equal keys, then the residual ON conditions) plus, for each preserved side, every row
+of it that matches nothing, with NULLs for the other side's columns. With X_new = X_old + ΔX
+and K the join keys in ΔL or ΔR:
+
+    Δinner         = ΔL ⋈ R_old + L_old ⋈ ΔR + ΔL ⋈ ΔR            (the inner join's rule)
+    Δpadded_L(K)   = pad(L_new(K) ▷ R_new(K)) − pad(L_old(K) ▷ R_old(K))    LEFT, FULL
+    Δpadded_R(K)   = pad(R_new(K) ▷ L_new(K)) − pad(R_old(K) ▷ L_old(K))    RIGHT, FULL
+
+where X ▷ Y (anti join) keeps the rows of X that no row of Y matches on the keys and the
+residual. The padded rows of a key depend only on that key's rows on both sides, so keys
+outside K keep theirs; a row flips between matched and padded exactly when the other side
+gains its first match or loses its last (deleted and re-added in one change, it does not
+flip at all). A preserved row with a NULL key never matches: it is padded as it arrives
+(Δ = ΔX) and never stored. A change reads both sides' rows for all of K (one lookup per
+side, for the keys of both inputs' changes); the inner part uses the same rows. Without
+equalities (ON with only non-equi conditions) there is one key, and every change reads both
+sides whole.
+
+The rule (:class:`JoinRule`) reads, by name: ``dl`` / ``dr``, both changes with NULL keys
+left out (always bound, empty or not); for an outer join ``left_nulls`` / ``right_nulls``,
+their rows with a NULL key (always bound); ``old_left`` / ``old_right``, each state's rows
+for the keys of the other change (an outer join's: of both changes), when there is state.
+``dl`` or ``dr`` in ``present`` says that change has rows. Both joins bind it by
+:meth:`KeyedPair.epoch` in process; Spark computes the inner join by a step of its own
+(:func:`ivm_assets.render.spark.inner_join.inner_join`), which stages a build's sides
+straight from the executors.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
-from ivm_assets.rules import rel
-from ivm_assets.rules.rel import Call, Col, Lit, Null, keep, mul, renamed
+from ivm_assets.ir import rel
+from ivm_assets.ir.rel import Call, Col, Lit, Null, Rel, keep, mul, renamed
+from ivm_assets.rules.keyed_pair import KeyedPair
+from ivm_assets.rules.operator import Operator
 from ivm_assets.zset import WEIGHT
+
+Side = Literal["left", "right", "full"]
 
 _RIGHT_WEIGHT = "__wr"
 
@@ -96,3 +132,74 @@ class JoinRule:
     @staticmethod
     def _old(name: str, columns: tuple[str, ...], present: set[str]) -> rel.Rel | None:
         return rel.Input(name, columns + (WEIGHT,)) if name in present else None
+
+
+class JoinOp(KeyedPair):
+    """Inner equi-join with an optional residual predicate (see module doc for the rule)."""
+
+    # An outer join's preserved sides (:class:`OuterJoinOp`).
+    preserved: tuple[str, ...] = ()
+    # Each side's state is read for the keys of the other side's change; rows with a NULL
+    # key are never stored (they match nothing).
+    lookups = {"old_right": ("right", ("left",)), "old_left": ("left", ("right",))}
+    null_inputs: dict[str, str] = {}
+
+    def __init__(
+        self,
+        op_id: str,
+        left: Operator,
+        right: Operator,
+        left_keys: tuple[str, ...],
+        right_keys: tuple[str, ...],
+        residual: str | None,
+    ) -> None:
+        super().__init__(op_id, left, right, left_keys, right_keys, left.columns + right.columns)
+        self.residual = residual
+
+    @property
+    def rule(self) -> JoinRule:
+        """This join's rule on changes (:class:`JoinRule`)."""
+        return JoinRule(self.left.columns, self.right.columns, self.left_keys, self.right_keys, self.residual, self.preserved)
+
+    def rule_on(self, present: set[str]) -> Rel:
+        return self.rule.rule(present)
+
+    def describe(self) -> str:
+        on = " AND ".join(f"{a} = {b}" for a, b in zip(self.left_keys, self.right_keys)) or "TRUE (cross join)"
+        extra = f" WHERE {self.residual}" if self.residual else ""
+        return f"inner join ON {on}{extra}: Δ(A⋈B) = ΔA⋈B_old + A_old⋈ΔB + ΔA⋈ΔB"
+
+
+class OuterJoinOp(JoinOp):
+    """LEFT / RIGHT / FULL outer equi-join with an optional residual (see module doc)."""
+
+    def __init__(
+        self,
+        op_id: str,
+        left: Operator,
+        right: Operator,
+        side: Side,
+        left_keys: tuple[str, ...],
+        right_keys: tuple[str, ...],
+        residual: str | None,
+    ) -> None:
+        super().__init__(op_id, left, right, left_keys, right_keys, residual)
+        self.side = side
+        self.preserved = tuple(s for s in ("left", "right") if side in (s, "full"))
+
+    # Both sides are read for the keys of both changes: a touched key's padded rows depend
+    # on all its rows on both sides. Rows with a NULL key are padded, never matched.
+    lookups = {"old_left": ("left", ("left", "right")), "old_right": ("right", ("right", "left"))}
+    null_inputs = {"left_nulls": "left", "right_nulls": "right"}
+
+    def describe(self) -> str:
+        on = " AND ".join(f"{a} = {b}" for a, b in zip(self.left_keys, self.right_keys)) or "TRUE"
+        extra = f" AND {self.residual}" if self.residual else ""
+        padded = " + ".join(
+            "pad(L_new ▷ R_new) − pad(L_old ▷ R_old)" if s == "left" else "pad(R_new ▷ L_new) − pad(R_old ▷ L_old)"
+            for s in self.preserved
+        )
+        return (
+            f"{self.side} outer join ON {on}{extra}: Δinner = ΔL⋈R_old + L_old⋈ΔR + ΔL⋈ΔR; "
+            f"per touched key Δpadded = {padded}"
+        )

@@ -1,5 +1,23 @@
-"""The rule of ``x NOT IN (subquery)``, written once for both engines (its derivation is
-:mod:`ivm_assets.operators.semi_join`'s module doc, "NOT IN").
+"""``x NOT IN (SELECT c …)`` with SQL's NULL rules: the anti join's sibling
+(:mod:`ivm_assets.rules.semi_join`) for NOT IN's NULLs.
+
+The right rows are (g, c): the correlation keys g (a constant when uncorrelated) and the value c. A group's status is
+EMPTY (no rows), NULLS (a NULL c among them) or VALUES. A left row (g, x) passes when its
+group is EMPTY, or when it is VALUES and x is not NULL and no c equals x; a NULL g means an
+empty group (the correlation never holds), so such a row always passes and is not stored.
+
+    Δout = Σ_ΔL w·pass'(row) + Σ_{L_old rows of flipped groups, or of (g, c) in ΔR} w·(pass'(row) − pass(row))
+
+State: ``values`` (right rows with a value, by (g, c)), ``groups`` (per right row g and
+whether c is NULL, by g: the group's row and NULL counts), ``left`` (left rows with g and x,
+by (g, x): the rows one value change touches) and ``left_groups`` (left rows with g, by g:
+the rows a status change touches). A status flips only when a group gains its first row or
+NULL, or loses its last: only then are the group's left rows read whole (for an
+uncorrelated NOT IN, the whole left input). A change to the subquery costs one more Spark
+job (finding the flipped groups), and one more when some group flips (looking up its
+rows' values). The rule (:class:`NotIn`) is bound once, for both engines, by
+:meth:`NotInOp.epoch`; how the two changes are keyed for the four tables is the engine's
+(``not_in_changes``).
 
 It runs in two steps, because which stored left rows it reads depends on what the first
 step finds (the groups whose status flips):
@@ -23,9 +41,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ivm_assets.rules import rel
+from ivm_assets.ir import rel
+from ivm_assets.ir.rel import Call, Case, Col, Lit, coalesce, keep, mul, sub
+from ivm_assets.rules.binding import Change, EpochBinding
+from ivm_assets.rules.operator import Operator
 from ivm_assets.rules.patterns import before_after, key_name
-from ivm_assets.rules.rel import Call, Case, Col, Lit, coalesce, keep, mul, sub
+from ivm_assets.state.arrangement import StateTable
 from ivm_assets.zset import WEIGHT
 
 NULL = "__null"
@@ -121,3 +142,96 @@ class NotIn:
                     rows = rel.Join(rows, flipped, tuple(zip(self.left_groups, self.right_groups)), "anti")
                 parts.append(self._weighted(rows, "counts", change=False))
         return rel.Consolidate(rel.Union_(tuple(parts)), self.columns)
+
+
+class NotInOp(Operator):
+    """``x NOT IN (subquery)`` with SQL's NULL rules, per correlation group (module doc)."""
+
+    def __init__(
+        self, op_id: str, left: Operator, right: Operator, left_keys: tuple[str, ...], right_keys: tuple[str, ...]
+    ) -> None:
+        self.id, self.left, self.right = op_id, left, right
+        self.left_keys, self.right_keys = left_keys, right_keys
+        self.left_groups_keys, self.right_group_keys = left_keys[:-1], right_keys[:-1]
+        self.x, self.c = left_keys[-1], right_keys[-1]
+        self.columns = left.columns
+
+        def table(name: str, columns: tuple[str, ...], keys: tuple[str, ...]) -> StateTable:
+            return StateTable(operator_id=op_id, name=name, columns=columns, keys=keys, layout="zset")
+
+        self.left_state = table("left", left.columns, left_keys)
+        self.left_groups = table("left_groups", left.columns, self.left_groups_keys)
+        self.values = table("values", right.columns, right_keys)
+        self.groups = table("groups", self.right_group_keys + (NULL,), self.right_group_keys)
+
+    @property
+    def inputs(self) -> tuple[Operator, ...]:
+        return (self.left, self.right)
+
+    @property
+    def state_tables(self) -> tuple[StateTable, ...]:
+        return (self.left_state, self.left_groups, self.values, self.groups)
+
+    def epoch(self, cx: EpochBinding) -> Change:
+        rule = self.rule
+        dl_pairs, dl_groups, dl_no_group, dr_pairs, dr_groups = cx.not_in_changes(self)
+        inputs = {
+            "dl_no_group": dl_no_group, "dl_grouped": cx.unkeyed(dl_groups), "dr_groups": cx.unkeyed(dr_groups), "dr_pairs": cx.unkeyed(dr_pairs),
+        }
+        present: set[str] = set()
+        if cx.rows(dl_groups) or cx.rows(dr_groups):
+            lookups = (
+                ("old_groups", self.groups, [(dr_groups, self.right_group_keys), (dl_groups, self.left_groups_keys)]),
+                ("old_values", self.values, [(dr_pairs, self.right_keys), (dl_pairs, self.left_keys)]),
+            )
+            for name, table, parts in lookups:
+                if (found := cx.lookup_keys(table, parts)) is not None:
+                    inputs[name] = found
+                    present.add(name)
+            inputs["status"] = cx.compute(rule.status(present), inputs)
+            inputs["counts"] = cx.compute(rule.counts(present), inputs)
+            present |= {"status", "counts"}
+            if cx.rows(dr_groups) and not cx.full:  # a build has no stored rows to flip
+                self._flips(cx, inputs, present, dr_pairs)
+        out = cx.compute(rule.output(present), inputs, self.columns, like=(inputs["dl_grouped"],))
+        cx.append(self.left_state, dl_pairs)
+        cx.append(self.left_groups, dl_groups)
+        cx.append(self.values, dr_pairs)
+        cx.append(self.groups, dr_groups)
+        return out
+
+    @property
+    def rule(self) -> NotIn:
+        """This operator's rule on changes (:class:`NotIn`)."""
+        return NotIn(self.columns, self.right.columns, self.left_keys, self.right_keys)
+
+    def _flips(self, cx: EpochBinding, inputs: dict[str, Change], present: set[str], dr_pairs: Change) -> None:
+        """Binds the stored left rows whose result a right change can alter: all rows of the
+        groups whose status flips (in Spark a job: finding them), and the rows of the
+        (group, value) pairs it touches."""
+        rule = self.rule
+        flipped = cx.probe(cx.compute(rule.flipped(), inputs), self.right_group_keys, self.left_groups)
+        if cx.rows(flipped):
+            if (rows := cx.lookup_keys(self.left_groups, [(flipped, self.right_group_keys)])) is not None:
+                # Their values were not among the touched pairs: look them up too.
+                pairs = cx.present(cx.probe(rows, self.left_keys, self.left_state), (self.x,))
+                counts = inputs["counts"]
+                if cx.rows(pairs):
+                    theirs = {"dr_pairs": inputs["dr_pairs"]}
+                    if (old := cx.lookup_keys(self.values, [(pairs, self.left_keys)])) is not None:
+                        theirs["old_values"] = old
+                    counts = cx.compute(rule.counts(set(theirs)), theirs)
+                inputs |= {"flipped_rows": rows, "flipped_counts": counts}
+                present.add("flipped_rows")
+            inputs["flipped"] = cx.unkeyed(flipped)
+            present.add("flipped")
+        if cx.rows(dr_pairs) and (rows := cx.lookup_keys(self.left_state, [(dr_pairs, self.right_keys)])) is not None:
+            inputs["touched_rows"] = rows
+            present.add("touched_rows")
+
+    def describe(self) -> str:
+        corr = " AND ".join(f"{a} = {b}" for a, b in zip(self.left_groups_keys, self.right_group_keys))
+        return (
+            f"not in: {self.x} NOT IN ({self.c}) per group {corr}: a row passes when its group is empty, or has no NULL "
+            "and no equal value; Δout = ΔL·pass' + (rows of flipped groups and touched values)·(pass' − pass)"
+        )

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ivm_assets.rules import rel
-from ivm_assets.rules.rel import Col, Lit, keep
+from ivm_assets.ir import rel
+from ivm_assets.ir.rel import Col, Lit, keep
 from ivm_assets.zset import WEIGHT
 
 

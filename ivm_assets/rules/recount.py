@@ -1,4 +1,4 @@
-"""When a DOUBLE sum is summed again from its values, and how (:mod:`ivm_assets.rules.aggregate`).
+"""When a DOUBLE sum is summed again from its values, and how (:mod:`ivm_assets.rules.aggregate_steps`).
 
 A running DOUBLE sum keeps the rounding of every value it held: 1e30 + 0.1 is 1e30, and
 once the 1e30 row leaves, old + change is 0.0 where Spark's sum over the remaining row is
@@ -15,8 +15,8 @@ group was held before) and ``__d<i>`` (1 where a value leaves).
 
 from __future__ import annotations
 
-from ivm_assets.rules import rel
-from ivm_assets.rules.rel import Call, Case, Cast, Col, Lit, and_, gt
+from ivm_assets.ir import rel
+from ivm_assets.ir.rel import Call, Case, Cast, Col, Lit, and_, gt
 from ivm_assets.zset import WEIGHT
 
 # Where the bound (in units of 2⁻⁵³) may reach, in units of the sum: 2¹⁷, so 2⁻³⁶ of it.

@@ -2,7 +2,7 @@
 
 Plan nodes are small immutable values that check their invariants when built. Every node
 produces named columns; names are internal (unique within a plan) and expressions are Spark
-SQL text over the input's column names. :mod:`ivm_assets.operators.incrementalize` turns a plan
+SQL text over the input's column names. :mod:`ivm_assets.rules.incrementalize` turns a plan
 into incremental operators; rewrite rules such as :mod:`ivm_assets.sql.prune_columns` map
 plans to plans.
 """

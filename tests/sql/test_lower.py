@@ -1,6 +1,6 @@
 """Lowering of set operations, outer joins and subqueries: the plan's shape (no Spark).
 
-What these plans compute is checked against recompute elsewhere (tests/operators,
+What these plans compute is checked against recompute elsewhere (tests/rules,
 tests/fixtures/steps); here the placement decisions are pinned down: which conditions
 stay with an outer join, which go above it, what a subquery becomes.
 """

@@ -1,1 +1,0 @@
-"""Incremental operators, one module per family; each documents its rule on changes."""
