@@ -39,7 +39,7 @@ def arrow_query(con: duckdb.DuckDBPyConnection, query: str, tables: dict[str, pa
     The tables are found by DuckDB's replacement scan, which reads a name it does not know
     from the variables of the Python frame that runs the query: here a namespace holding
     just the tables. Registering and unregistering each table instead costs ~0.5 ms per
-    table per statement, a tenth of a small epoch's statements (benchmarks/README.md).
+    table per statement, a tenth of a small epoch's statements (benchmarks/README.md in git history, 2026-11-27).
 
     The text is parsed once per process (:func:`_parsed`). Run as a DB-API statement, not as
     a relation (``con.sql``): a relation parses and binds

@@ -55,7 +55,7 @@ from ivm_assets.errors import IvmError
 # 22 views refreshed in turn by one process, scattered keys): their touched state needs
 # ~1.8 GiB decoded; with 1 GiB each view's row groups were pushed out before its next
 # refresh (median speed-up 3.8×, q07 0.56 s), with a quarter of 24 GiB they stayed (5.1×,
-# q07 0.31 s) for 0.8 GiB more at the peak (benchmarks/README.md).
+# q07 0.31 s) for 0.8 GiB more at the peak (benchmarks/README.md; earlier runs in its git history).
 STATE_CACHE_SHARE = 0.25
 DEFAULT_CONNECT_IDLE_S = 1800.0
 DEFAULT_CONNECT_PORT = 15002
@@ -65,14 +65,14 @@ SMALL_EPOCHS_ENV = "IVM_SMALL_EPOCHS"
 SMALL_BUILD_ROWS_ENV = "IVM_SMALL_BUILD_ROWS"
 # The sources' rows up to which a full build is small (written from the driver): the bound
 # a state table's full write from the driver already has (``arrangement.DRIVER_WRITE_ROWS``).
-# Raised to 100,000 it made TPC-H Q1's build 0.56x as fast (benchmarks/README.md).
+# Raised to 100,000 it made TPC-H Q1's build 0.56x as fast (benchmarks/README.md; earlier runs in its git history).
 DEFAULT_SMALL_BUILD_ROWS = 50_000
 STATE_CACHE_ENV = "IVM_STATE_CACHE_MB"
 PROCESS_BUILD_ENV = "IVM_PROCESS_BUILD_MB"
 # A build in process holds its sources' columns, its state and DuckDB's work on the driver:
 # at TPC-H SF 1 the Python process peaked at 4.6-7.3 times the columns' Arrow bytes (Q3:
-# 347 MiB of columns, 1.7 GiB; Q5: 364 MiB, 2.8 GiB; benchmarks/README.md, "Full builds in
-# process"). A 32nd of the memory keeps such a peak under about a quarter of it.
+# 347 MiB of columns, 1.7 GiB; Q5: 364 MiB, 2.8 GiB; benchmarks/README.md, "build_memory.py"; measured
+# 2026-11-27). A 32nd of the memory keeps such a peak under about a quarter of it.
 PROCESS_BUILD_SHARE = 1 / 32
 
 
