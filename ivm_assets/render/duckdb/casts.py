@@ -54,7 +54,8 @@ from sqlglot import exp
 
 from ivm_assets.ir.decimal_rules import MAX_PRECISION
 from ivm_assets.duckdb_names import string_literal
-from ivm_assets.ir.types import BOOL, DOUBLE, SqlType, as_timestamp, duckdb_type, wall_to_instant, widens_exactly
+from ivm_assets.ir.types import BOOL, DOUBLE, SqlType, widens_exactly
+from ivm_assets.render.duckdb.sql_types import as_timestamp, duckdb_type, wall_to_instant
 from ivm_assets.errors import Untranslatable
 
 _T = exp.DataType.Type

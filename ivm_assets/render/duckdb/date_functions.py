@@ -23,7 +23,8 @@ from __future__ import annotations
 from sqlglot import exp
 
 from ivm_assets.duckdb_names import string_literal
-from ivm_assets.ir.types import SqlType, as_timestamp, wall_to_instant
+from ivm_assets.ir.types import SqlType
+from ivm_assets.render.duckdb.sql_types import as_timestamp, wall_to_instant
 from ivm_assets.errors import Untranslatable
 
 _INT = SqlType("number", 10, 0, integer=True)

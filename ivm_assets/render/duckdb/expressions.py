@@ -67,7 +67,8 @@ from ivm_assets.render.duckdb import division, number_functions
 from ivm_assets.render.duckdb.division import decimal_divide, nonzero
 from ivm_assets.render.duckdb.number_functions import NumberFunctions
 from ivm_assets.render.duckdb.regex_functions import RegexFunctions
-from ivm_assets.ir.types import BOOL, DOUBLE, FAMILIES, INT_NAMES, NULL, SqlType, as_compared, common_type, compared_type
+from ivm_assets.ir.types import BOOL, DOUBLE, FAMILIES, NULL, SqlType, common_type, compared_type
+from ivm_assets.render.duckdb.sql_types import INT_NAMES, as_compared
 from ivm_assets.render.duckdb.text_functions import TextFunctions
 from ivm_assets.errors import Untranslatable
 from ivm_assets.render.duckdb.window_functions import WindowFunctions

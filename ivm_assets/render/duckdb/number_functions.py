@@ -39,7 +39,8 @@ from sqlglot import exp
 
 from ivm_assets.ir.decimal_rules import MAX_PRECISION
 from ivm_assets.render.duckdb.division import nonzero
-from ivm_assets.ir.types import DOUBLE, NULL, SqlType, common_type, duckdb_type
+from ivm_assets.ir.types import DOUBLE, NULL, SqlType, common_type
+from ivm_assets.render.duckdb.sql_types import duckdb_type
 from ivm_assets.errors import Untranslatable
 
 SPARK_ROUND_DOUBLE = "ivm_spark_round_double"

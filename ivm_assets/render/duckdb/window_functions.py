@@ -29,7 +29,8 @@ from sqlglot import exp
 from ivm_assets.ir.decimal_rules import average_type, sum_type
 from ivm_assets.duckdb_names import string_literal
 from ivm_assets.render.duckdb.division import decimal_divide
-from ivm_assets.ir.types import DOUBLE, VALUE_FAMILIES, SqlType, duckdb_type
+from ivm_assets.ir.types import DOUBLE, VALUE_FAMILIES, SqlType
+from ivm_assets.render.duckdb.sql_types import duckdb_type
 from ivm_assets.errors import Untranslatable
 
 _RANKING = {"RowNumber": "row_number()", "Rank": "rank()", "DenseRank": "dense_rank()"}
