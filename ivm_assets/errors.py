@@ -77,7 +77,10 @@ class LoweringError(IvmError):
 class Untranslatable(IvmError):
     """Internal: an expression or plan whose in-process result could differ from Spark's.
     Raised by the DuckDB renderer (:mod:`ivm_assets.render.duckdb`) and caught where an epoch
-    chooses its engine: the epoch then runs in Spark, and the reason is recorded."""
+    chooses its engine: the epoch then runs in Spark, and the reason is recorded, with the
+    operator whose rule or inputs raised it (``operator``, its id) where one did."""
+
+    operator: str | None = None
 
 
 class RefreshError(IvmError):

@@ -49,9 +49,10 @@ if TYPE_CHECKING:
 
 def execute(
     spark: SparkSession, view: CompiledView, where: ViewLocation, relations: dict[str, str], record: EpochRecord, buckets: int
-) -> tuple[dict, str | None]:
-    """Run the epoch ``record`` planned: its statistics, and where it ran ("in process", or
-    Spark and why; None for a full epoch that is not a small build)."""
+) -> tuple[dict, dict[str, str]]:
+    """Run the epoch ``record`` planned: its statistics, and where it ran: ``engine`` ("in
+    process", or Spark and why; absent for a full epoch that is not a small build) and, when
+    an operator kept it out of process, that ``operator``'s id."""
     epoch = Epoch(f"ivm:{view.name}", record.epoch, {"ivm.view": view.name, "ivm.mode": record.mode})
     notes: dict[str, str] = {}
     try:
@@ -90,7 +91,7 @@ def execute(
         if _data_error(exc):
             raise ExpressionError(view.name, str(exc)) from exc
         raise
-    return stats, notes.get("engine")
+    return stats, {k: notes[k] for k in ("engine", "operator") if k in notes}
 
 
 @contextmanager
@@ -361,6 +362,8 @@ def _in_process(ctx: EpochContext, view: CompiledView, tables: dict[str, pa.Tabl
         ctx.stats.clear()
         ctx.stats.update(stats)  # state reads counted again by the Spark epoch
         notes["engine"] = f"spark: {why}"
+        if why.operator is not None:
+            notes["operator"] = why.operator
         return None
     notes["engine"] = "in process"
     ctx.stats["epochs_in_process"] = 1

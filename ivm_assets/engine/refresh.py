@@ -151,7 +151,7 @@ def _refresh(
         if record is None:
             return _unchanged(view, state.committed, began)
         try:
-            stats, engine = execute(spark, view, where, relations, record, buckets)
+            stats, ran = execute(spark, view, where, relations, record, buckets)
         except ExpressionError as error:
             # Recorded, so that the next refresh rebuilds instead of repeating (see begin).
             held.commit(started=replace(record, payload={**record.payload, "failed": error.condition}))
@@ -163,9 +163,12 @@ def _refresh(
             # sources, in a new epoch that replaces this one (as `--full` would).
             record = _plan_epoch(view, where, relations, held.state, full=True, buckets=buckets, why_full=needed.reason)
             held.commit(started=record)
-            stats, engine = execute(spark, view, where, relations, record, buckets)
+            stats, ran = execute(spark, view, where, relations, record, buckets)
+        engine = ran.get("engine")
         out_version = latest_version(where.output)
         payload = {**record.payload, "stats": stats, "output_version_after": out_version, "engine": engine}
+        if "operator" in ran:
+            payload["engine_operator"] = ran["operator"]  # `ivm explain` shows the reason beside it
         done = EpochRecord(record.epoch, "committed", record.mode, record.reason, payload, now())
         tables = [t for op in operators(view.root) for t in op.state_tables] if view.root is not None else []
         due = [(t, found) for t in tables if (found := compaction_due(t, where.state_root)) is not None]

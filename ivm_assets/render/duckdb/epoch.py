@@ -152,7 +152,12 @@ class LocalEpoch(DriverBinding):
     def change(self, op: Operator) -> pa.Table:
         """``op``'s change set this epoch (computed once per operator)."""
         if op.id not in self._done:
-            self._done[op.id] = self.bounded(op, normalize_table(op.epoch(self)))
+            try:
+                self._done[op.id] = self.bounded(op, normalize_table(op.epoch(self)))
+            except Untranslatable as why:
+                # The innermost operator names it: an input's refusal is raised by the input.
+                why.operator = why.operator or op.id
+                raise
         return self._done[op.id]
 
     def bounded(self, op: Operator, change: pa.Table) -> pa.Table:
