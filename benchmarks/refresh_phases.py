@@ -36,7 +36,7 @@ from ivm_assets.delta import write  # noqa: E402
 from ivm_assets.engine import changes, execute, output, refresh  # noqa: E402
 from ivm_assets.render.duckdb.epoch import LocalEpoch  # noqa: E402
 from ivm_assets.spark.session import get_spark, stop_spark  # noqa: E402
-from ivm_assets.state.arrangement import StateTable  # noqa: E402
+from ivm_assets.state.spec import StateTable  # noqa: E402
 
 # (owner, attribute, label): each is looked up through its owner at call time, so wrapping
 # the attribute times every call. Indented labels are inside the one above them.

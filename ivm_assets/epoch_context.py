@@ -5,11 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ivm_assets.delta.commit import Epoch
-
-if TYPE_CHECKING:  # state appends are queued here; the rules never touch Spark themselves
+if TYPE_CHECKING:  # state appends are queued here; the rules never touch Spark or Delta themselves
     from pyspark.sql import DataFrame, SparkSession
 
+    from ivm_assets.delta.commit import Epoch
     from ivm_assets.rules.operator import Operator
     from ivm_assets.state.arrangement import StateAppend
 

@@ -6,6 +6,8 @@ order happens to trip on it."""
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import ivm_assets
@@ -107,6 +109,18 @@ def _third_party(path: Path) -> set[str]:
             elif isinstance(node, ast.Import):
                 found |= {a.name.split(".")[0] for a in node.names}
     return found - {"ivm_assets", "__future__"}
+
+
+def test_the_dataflow_loads_without_an_engine():
+    """Building a view's dataflow (the plan, the operators, their rules and state tables)
+    loads neither Spark nor DuckDB nor delta-rs: those are the renderers' and the state
+    store's (checked in a fresh interpreter, as a user's process would load it)."""
+    code = (
+        "import sys, ivm_assets.rules.incrementalize\n"
+        "print(sorted(m for m in ('pyspark', 'duckdb', 'deltalake', 'ivm_assets.delta', 'ivm_assets.render') if m in sys.modules))"
+    )
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert loaded == "[]"
 
 
 def test_the_operators_and_their_rules_touch_no_engine():

@@ -28,6 +28,7 @@ from ivm_assets.engine.refresh import LOG_CLEANUP_EPOCHS
 from ivm_assets.rules.incrementalize import fingerprint, identity, operators
 from ivm_assets.state.layout import FORMAT, StateLayout
 from ivm_assets.state.progress import Progress
+from ivm_assets.state import arrangement
 
 
 def _progress(project, view: str) -> Progress:
@@ -73,7 +74,7 @@ def _layouts(project, view: str) -> dict[str, StateLayout]:
     out = {}
     for op in operators(_root(project, view)):
         for table in op.state_tables:
-            out[table.table_name] = table.head_layout(root)[1]
+            out[table.table_name] = arrangement.head_layout(table, root)[1]
     return out
 
 
@@ -232,7 +233,7 @@ def test_state_holds_only_the_columns_the_operators_above_need(builder):
 def _logical(project, table, version: int):
     """A state table's logical content at ``version`` (current rows, sorted), read by Spark."""
     uri = table.uri(project.location("v").state_root)
-    rows = table.current_rows(read_snapshot(project.spark, uri, version=version).drop("__bucket"))
+    rows = arrangement.current_rows(table, read_snapshot(project.spark, uri, version=version).drop("__bucket"))
     if table.alive_column:
         rows = rows.filter(f"{table.alive_column} > 0")
     names = sorted(c for c in rows.columns if c != "__e")

@@ -29,6 +29,7 @@ from ivm_assets.rules.incrementalize import operators
 from ivm_assets.zset import EPOCH, WEIGHT
 from tests.conftest import ProjectBuilder, small_epochs
 from tests.test_sql_steps import FILES, FileRun, _apply_step, _build, load_spec
+from ivm_assets.state import arrangement
 
 ENGINES = {"spark": "spark", "in process": "auto"}
 
@@ -72,7 +73,7 @@ def _states(run: FileRun) -> dict[str, tuple[pa.Schema | None, str | None, list[
             for table in op.state_tables:
                 uri = table.uri(root)
                 schema = arrow_schema(uri) if is_delta_table(uri) else None
-                layout = (table.head_layout(root) or (None, None))[1]
+                layout = (arrangement.head_layout(table, root) or (None, None))[1]
                 found[f"{name}/{table.table_name}"] = (schema, layout and layout.to_json(), _current(uri, table.layout_kind, table.keys))
     return found
 

@@ -37,6 +37,7 @@ from ivm_assets.state.claim import ClaimSettings, hold
 from ivm_assets.state.compaction import compact_from, compaction_due
 from ivm_assets.state.layout import FORMAT
 from ivm_assets.state.progress import EpochRecord, Progress, ProgressState, now
+from ivm_assets.state import arrangement
 
 
 # Every this many epochs, after the epoch committed and before the claim is released, the
@@ -370,7 +371,7 @@ def _state_tables(view: CompiledView, where: ViewLocation, last: dict | None, bu
     recorded_versions = (last or {}).get("state_versions", {})
     for op in operators(view.root) if view.root is not None else ():
         for table in op.state_tables:
-            name, head = table.table_name, table.head_layout(where.state_root)
+            name, head = table.table_name, arrangement.head_layout(table, where.state_root)
             versions[name], recorded = head if head else (None, None)
             layouts[name] = recorded.to_json() if recorded else None
             if problem or last is None:
@@ -382,7 +383,7 @@ def _state_tables(view: CompiledView, where: ViewLocation, last: dict | None, bu
             if recorded is None:
                 problem = f"state format changed: 1 → {FORMAT} (layout not recorded): state rebuilt"
                 continue
-            if why := recorded.difference(table.layout(buckets, []), compare_hashes=False):
+            if why := recorded.difference(arrangement.layout_of(table, buckets, []), compare_hashes=False):
                 problem = f"state layout changed: {why}"
     return versions, layouts, problem
 

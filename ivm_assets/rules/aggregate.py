@@ -43,7 +43,7 @@ from ivm_assets.rules.aggregate_steps import COUNT, GLOBAL, TOUCHED, VALUE_AGGS,
 from ivm_assets.rules.binding import Change, EpochBinding
 from ivm_assets.rules.operator import Operator
 from ivm_assets.sql.plan import AggCall
-from ivm_assets.state.arrangement import StateTable
+from ivm_assets.state.spec import StateTable
 from ivm_assets.zset import WEIGHT
 
 

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from ivm_assets.ir.rel import Rel
     from ivm_assets.rules.aggregate_steps import AggregateRule
     from ivm_assets.rules.operator import Operator
-    from ivm_assets.state.arrangement import StateTable
+    from ivm_assets.state.spec import StateTable
 
 Change = Any  # an engine's change set: a Spark DataFrame or Batch, an Arrow table
 

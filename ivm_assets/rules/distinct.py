@@ -16,7 +16,7 @@ from ivm_assets.ir import rel
 from ivm_assets.ir.rel import Call, Case, Col, Lit, add, gt, keep
 from ivm_assets.rules.binding import Change, EpochBinding
 from ivm_assets.rules.operator import Operator
-from ivm_assets.state.arrangement import StateTable
+from ivm_assets.state.spec import StateTable
 from ivm_assets.zset import WEIGHT
 
 

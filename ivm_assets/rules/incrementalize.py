@@ -36,7 +36,7 @@ from ivm_assets.rules.set_operation import SetOperationOp
 from ivm_assets.rules.top_k import TopKOp
 from ivm_assets.rules.window import WindowOp
 from ivm_assets.sql import plan as p
-from ivm_assets.state.arrangement import StateTable
+from ivm_assets.state.spec import StateTable
 
 Visit = Callable[[p.Node], Operator]
 

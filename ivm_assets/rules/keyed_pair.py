@@ -15,7 +15,7 @@ from abc import abstractmethod
 from ivm_assets.ir.rel import Rel
 from ivm_assets.rules.binding import Change, EpochBinding
 from ivm_assets.rules.operator import Operator
-from ivm_assets.state.arrangement import StateTable
+from ivm_assets.state.spec import StateTable
 
 
 class KeyedPair(Operator):

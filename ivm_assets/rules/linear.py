@@ -16,13 +16,17 @@ Each rule reads the change of its input bound as ``change`` (UNION ALL: ``change
 
 from __future__ import annotations
 
-from ivm_assets.epoch_context import EpochContext
+from typing import TYPE_CHECKING
+
 from ivm_assets.ir import rel
 from ivm_assets.ir.rel import Col, SparkSql
 from ivm_assets.rules.binding import Change, EpochBinding
 from ivm_assets.rules.operator import Operator
 from ivm_assets.sql.plan import q
 from ivm_assets.zset import WEIGHT
+
+if TYPE_CHECKING:
+    from ivm_assets.epoch_context import EpochContext
 
 _WEIGHT = ((WEIGHT, Col(WEIGHT)),)
 

@@ -46,7 +46,7 @@ from ivm_assets.ir.rel import Call, Case, Col, Lit, coalesce, keep, mul, sub
 from ivm_assets.rules.binding import Change, EpochBinding
 from ivm_assets.rules.operator import Operator
 from ivm_assets.rules.patterns import before_after, key_name
-from ivm_assets.state.arrangement import StateTable
+from ivm_assets.state.spec import StateTable
 from ivm_assets.zset import WEIGHT
 
 NULL = "__null"

@@ -13,9 +13,11 @@ from ivm_assets.delta.read import read_snapshot
 from ivm_assets.delta.row_groups import read_row_groups, select_row_groups
 from ivm_assets.delta.snapshot import file_count, files_by_partition, partition_type, snapshot_files
 from ivm_assets.spark.batches import col
-from ivm_assets.state.arrangement import ROW_GROUP_ROWS, StateRead, StateTable
+from ivm_assets.state.arrangement import ROW_GROUP_ROWS, StateRead
+from ivm_assets.state.spec import StateTable
 from ivm_assets.state.layout import LAYOUT_KEY, StateLayout, with_bucket
 from ivm_assets.zset import BUCKET, EPOCH
+from ivm_assets.state import arrangement
 
 # A state table up to this size (parquet bytes) is compacted on the driver by pyarrow and
 # delta-rs instead of by Spark jobs.
@@ -26,7 +28,7 @@ def compaction_due(table: StateTable, root: str, *, max_files_per_bucket: int = 
     """The version and layout to compact from, when appends have left more than
     ``max_files_per_bucket`` files per bucket; None when no compaction is due (also for
     no table, or one whose layout is unknown: the next refresh rebuilds it)."""
-    version, layout = table.head_layout(root) or (None, None)
+    version, layout = arrangement.head_layout(table, root) or (None, None)
     if layout is None or file_count(table.uri(root), version) <= max_files_per_bucket * layout.buckets:
         return None
     return version, layout
@@ -59,7 +61,7 @@ def compact_from(table: StateTable, spark, root: str, version: int, layout: Stat
             uri, compacted, after=version, partition_by=[BUCKET], row_group_rows=ROW_GROUP_ROWS, metadata=metadata,
             cache_key=table.keys[0] if table.keys else None,
         )
-    rows = table.current_rows(read_snapshot(spark, uri, version=version).drop(BUCKET))
+    rows = arrangement.current_rows(table, read_snapshot(spark, uri, version=version).drop(BUCKET))
     if table.alive_column:
         rows = rows.filter(col(table.alive_column) > 0)
     names = table.stored_columns()
@@ -91,7 +93,7 @@ def _compacted_on_driver(table: StateTable, uri: str, version: int) -> pa.Table 
     extra = [EPOCH] if table.layout_kind == "latest" else []
     parts = []
     for bucket, files in buckets.items():
-        rows = table.current_on_driver(StateRead(None, False, True, read_row_groups(select_row_groups(files), keep=False)))
+        rows = arrangement.current_on_driver(table, StateRead(None, False, True, read_row_groups(select_row_groups(files), keep=False)))
         if rows is None:
             return None
         if table.alive_column:
@@ -100,4 +102,4 @@ def _compacted_on_driver(table: StateTable, uri: str, version: int) -> pa.Table 
         parts.append(rows.select([*names, *extra]).add_column(len(names), pa.field(BUCKET, bucket_type), value))
     if not parts:
         return None
-    return table.clustered(pa.concat_tables(parts))
+    return arrangement.clustered(table, pa.concat_tables(parts))

@@ -9,8 +9,10 @@ from ivm_assets.delta.commit import Epoch
 from ivm_assets.delta.snapshot import snapshot_files
 from ivm_assets.epoch_context import EpochContext
 from ivm_assets.spark.batches import materialize
-from ivm_assets.state.arrangement import ROW_GROUP_ROWS, StateTable
+from ivm_assets.state import arrangement
+from ivm_assets.state.arrangement import ROW_GROUP_ROWS
 from ivm_assets.state.layout import with_bucket
+from ivm_assets.state.spec import StateTable
 from ivm_assets.zset import BUCKET, WEIGHT
 
 
@@ -20,7 +22,7 @@ def _context(spark, root: str, *, full: bool, versions: dict | None = None, epoc
 
 def _written(table: StateTable, ctx: EpochContext, rows, types: list) -> None:
     """Write ``rows`` and make the commit (a refresh makes it after the operators ran)."""
-    table.write(ctx, rows, types)
+    arrangement.write(table, ctx, rows, types)
     for append in ctx.writes:
         append.commit(ctx)
 
@@ -34,7 +36,7 @@ def test_small_change_reads_only_touched_buckets(spark, tmp_path):
     touched_rows = spark.createDataFrame(pa.table({"k": pa.array([42], pa.int64()), WEIGHT: pa.array([1], pa.int64())}))
     touched = materialize(with_bucket(touched_rows, ("k",), 8), small=True)
     ctx = _context(spark, str(tmp_path), full=False, versions=versions, epoch=2)
-    read = table.read(ctx, touched, ("k",))
+    read = arrangement.read(table, ctx, touched, ("k",))
 
     bucket = touched.values(BUCKET)[0]
     uri = table.uri(str(tmp_path))
@@ -55,7 +57,7 @@ def test_a_one_key_lookup_decodes_one_row_group_of_state_spark_wrote(spark, tmp_
     touched_rows = spark.createDataFrame(pa.table({"k": pa.array([77_777], pa.int64()), WEIGHT: pa.array([1], pa.int64())}))
     touched = materialize(with_bucket(touched_rows, ("k",), 8), small=True)
     ctx = _context(spark, str(tmp_path), full=False, versions={table.table_name: 0}, epoch=2)
-    read = table.read(ctx, touched, ("k",))
+    read = arrangement.read(table, ctx, touched, ("k",))
     assert [tuple(r) for r in read.df.collect()] == [(77_777, 1, 1)]
     assert ctx.stats["state_row_groups_read"] == 1
     assert ctx.stats["state_rows_read"] <= ROW_GROUP_ROWS < 100_000 // 8
@@ -79,7 +81,7 @@ def test_scattered_keys_in_files_over_the_driver_budget_are_read_on_the_driver(s
     monkeypatch.setattr(arrangement, "DRIVER_READ_BYTES", budget)
 
     ctx = _context(spark, str(tmp_path), full=False, versions={table.table_name: 0}, epoch=2)
-    read = table.read(ctx, touched, ("k",))
+    read = arrangement.read(table, ctx, touched, ("k",))
     assert sorted(tuple(r) for r in read.df.collect()) == [(k, 1, 1) for k in keys]
     assert ctx.stats["state_reads_on_driver"] == 1
     assert ctx.stats["state_row_groups_read"] == 4
@@ -87,7 +89,7 @@ def test_scattered_keys_in_files_over_the_driver_budget_are_read_on_the_driver(s
 
     monkeypatch.setattr(arrangement, "DRIVER_READ_BYTES", ctx.stats["state_bytes_read"] - 1)
     ctx = _context(spark, str(tmp_path), full=False, versions={table.table_name: 0}, epoch=2)
-    read = table.read(ctx, touched, ("k",))
+    read = arrangement.read(table, ctx, touched, ("k",))
     assert sorted(tuple(r) for r in read.df.collect()) == [(k, 1, 1) for k in keys]
     assert ctx.stats.get("state_reads_on_driver", 0) == 0 and ctx.stats["state_reads_in_spark"] == 1
 
@@ -99,5 +101,5 @@ def test_null_keys_are_found_with_the_key_range(spark, tmp_path):
     _written(table, _context(spark, str(tmp_path), full=True), materialize(with_bucket(spark.createDataFrame(data), ("k",), 8), small=True), [None])
     touched_rows = spark.createDataFrame(pa.table({"k": pa.array([None, 2], pa.int64()), WEIGHT: pa.array([1, 1], pa.int64())}))
     touched = materialize(with_bucket(touched_rows, ("k",), 8), small=True)
-    read = table.read(_context(spark, str(tmp_path), full=False, versions={table.table_name: 0}, epoch=2), touched, ("k",))
+    read = arrangement.read(table, _context(spark, str(tmp_path), full=False, versions={table.table_name: 0}, epoch=2), touched, ("k",))
     assert sorted((r["k"] is None, r["v"]) for r in read.df.collect()) == [(False, 9), (True, 7)]

@@ -24,8 +24,9 @@ from ivm_assets.ir import rel
 from ivm_assets.rules.not_in import NULL
 from ivm_assets.ir.rel import Rel
 from ivm_assets.spark.arrow import normalize_table, spark_type_name
-from ivm_assets.state.arrangement import StateTable
+from ivm_assets.state.spec import StateTable
 from ivm_assets.zset import BUCKET, WEIGHT
+from ivm_assets.state import arrangement
 
 if TYPE_CHECKING:
     from ivm_assets.rules.aggregate_steps import AggregateRule
@@ -192,7 +193,7 @@ class DriverBinding(FromContext):
         self, table: StateTable, keyed: pa.Table | None, keys: tuple[str, ...], *, like: pa.Table | None = None, reused: bool = False,
     ) -> pa.Table | None:
         if keyed is None:
-            old = self._current(table, table.read(self.ctx, None, ()))
+            old = self._current(table, arrangement.read(table, self.ctx, None, ()))
         elif keyed.num_rows == 0:
             return None
         else:

@@ -44,9 +44,10 @@ from ivm_assets.rules.incrementalize import operators
 from ivm_assets.spark.arrow import normalize_table, spark_type
 from ivm_assets.spark.batches import Batch
 from ivm_assets.state import consolidate
-from ivm_assets.state.arrangement import StateTable
+from ivm_assets.state.spec import StateTable
 from ivm_assets.state.layout import UNHASHED, StateLayout, hash_names, hash_type
 from ivm_assets.zset import WEIGHT
+from ivm_assets.state import arrangement
 
 # Up to this many rows a change set is consolidated by pyarrow instead of a DuckDB statement,
 # which costs 2–3.5 ms whatever its size: pyarrow takes 0.5–1.5 ms up to 1,500 rows (four
@@ -210,7 +211,7 @@ class LocalEpoch(DriverBinding):
 
     def _lookup(self, table: StateTable, touched: pa.Table, keys: tuple[str, ...]) -> pa.Table | None:
         """The current rows of ``table`` whose keys equal a key of ``touched`` (None: no state)."""
-        read = table.read(self.ctx, Batch.of_table(self.ctx.spark, touched), keys)
+        read = arrangement.read(table, self.ctx, Batch.of_table(self.ctx.spark, touched), keys)
         return self._current(table, read)
 
     # --- state ---------------------------------------------------------------------------
@@ -263,7 +264,7 @@ class LocalEpoch(DriverBinding):
         """The state's current rows for the touched keys, as Arrow (None: no state rows)."""
         if read is None:
             return None
-        current = table.current_on_driver(read)
+        current = arrangement.current_on_driver(table, read)
         if current is None:
             where = "has keys compared in Spark only" if read.local else "is read in Spark (too large for the driver)"
             raise Untranslatable(f"state table {table.table_name} {where}")
@@ -273,7 +274,7 @@ class LocalEpoch(DriverBinding):
         """Queue the append of ``rows`` (with ``__bucket``) to ``table``, hashed as recorded
         (as its own types say in a full epoch, which replaces the table)."""
         hashes = own_hashes(rows, table.keys) if self.ctx.full else StateLayout.from_json(self._layout(table)).hashes
-        table.write(self.ctx, Batch.of_table(self.ctx.spark, rows), StateLayout.types_of(hashes))
+        arrangement.write(table, self.ctx, Batch.of_table(self.ctx.spark, rows), StateLayout.types_of(hashes))
 
 
 def own_hashes(table: pa.Table, keys: tuple[str, ...]) -> tuple[str, ...]:

@@ -25,10 +25,11 @@ from ivm_assets.rules.not_in import NULL
 from ivm_assets.rules.operator import Operator
 from ivm_assets.spark.batches import Batch, col, materialize, nothing, unforced
 from ivm_assets.sql.plan import q
-from ivm_assets.state.arrangement import StateTable
+from ivm_assets.state.spec import StateTable
 from ivm_assets.state.consolidate import in_spark as consolidate
 from ivm_assets.state.layout import default_hash_types, with_bucket
 from ivm_assets.zset import BUCKET, WEIGHT
+from ivm_assets.state import arrangement
 
 # NOT IN's second bucket column, over a change's group keys (see not_in_changes).
 _GROUP_BUCKET = "__bucket_g"
@@ -97,7 +98,7 @@ class SparkBinding(FromContext):
         return change  # Spark writes its own types, which the commit checks against the table's
 
     def reads_whole(self, table: StateTable) -> bool:
-        rows = table.rows_read_on_driver(self.ctx)
+        rows = arrangement.rows_read_on_driver(table, self.ctx)
         return rows is not None and rows <= WHOLE_TABLE_ROWS
 
     def empty(self, change: DataFrame | Batch) -> bool:
@@ -187,10 +188,10 @@ class SparkBinding(FromContext):
     def lookup(
         self, table: StateTable, keyed: Batch | None, keys: tuple[str, ...], *, like=None, reused: bool = False,
     ) -> DataFrame | None:
-        raw = table.read(self.ctx, keyed, keys)
+        raw = arrangement.read(table, self.ctx, keyed, keys)
         if raw is None:
             return None
-        current = table.current(raw)
+        current = arrangement.current(table, raw)
         if reused and not raw.local:
             return materialize(current, small=self.ctx.small).df  # read once, used twice
         return current
@@ -204,7 +205,7 @@ class SparkBinding(FromContext):
         return render_spark.render(node, {name: x.df if isinstance(x, Batch) else x for name, x in inputs.items()})
 
     def append(self, table: StateTable, keyed: Batch) -> None:
-        table.write(self.ctx, keyed, self._hash_types[table.table_name])
+        arrangement.write(table, self.ctx, keyed, self._hash_types[table.table_name])
 
 
 def _frame(change: DataFrame | Batch) -> DataFrame:
@@ -230,11 +231,11 @@ def lookup(ctx: EpochContext, table: StateTable, parts: Parts) -> DataFrame | No
         return None
     first_types = [parts[0][0].df.schema[k].dataType for k in parts[0][1]]
     if all(_alike(b.df.schema[k].dataType, t) for b, keys in parts for k, t in zip(keys, first_types)):
-        raw = table.read(ctx, _combined(ctx, parts), parts[0][1])
-        return table.current(raw) if raw is not None else None
+        raw = arrangement.read(table, ctx, _combined(ctx, parts), parts[0][1])
+        return arrangement.current(table, raw) if raw is not None else None
     rows: DataFrame | None = None
     for i, (batch, keys) in enumerate(parts):
-        raw = table.read(ctx, batch, keys)
+        raw = arrangement.read(table, ctx, batch, keys)
         if raw is None:
             return None  # no state yet
         found = raw.df
@@ -243,7 +244,7 @@ def lookup(ctx: EpochContext, table: StateTable, parts: Parts) -> DataFrame | No
             same = [found[q(a)] == seen[q(b)] for a, b in zip(table.keys, earlier_keys)]
             found = found.join(seen, reduce(lambda x, y: x & y, same), "left_anti")
         rows = found if rows is None else rows.unionByName(found)
-    return table.current_rows(rows) if rows is not None else None
+    return arrangement.current_rows(table, rows) if rows is not None else None
 
 
 def _alike(a: T.DataType, b: T.DataType) -> bool:

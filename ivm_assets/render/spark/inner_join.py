@@ -18,6 +18,7 @@ from ivm_assets.render.spark.keying import key_types, keyed_change
 from ivm_assets.rules.join import JoinOp
 from ivm_assets.sql.plan import q
 from ivm_assets.zset import BUCKET
+from ivm_assets.state import arrangement
 
 
 def inner_join(ctx: EpochContext, op: JoinOp, left_change: DataFrame, right_change: DataFrame) -> DataFrame:
@@ -34,7 +35,7 @@ def inner_join(ctx: EpochContext, op: JoinOp, left_change: DataFrame, right_chan
     for name, table, touched, keys, probe in (
         ("old_right", op.right_state, dl, op.left_keys, "dl"), ("old_left", op.left_state, dr, op.right_keys, "dr"),
     ):
-        read = table.read(ctx, touched, keys) if touched.rows else None
+        read = arrangement.read(table, ctx, touched, keys) if touched.rows else None
         if read is not None:
             inputs[name] = read.df
             present.add(name)
@@ -43,8 +44,8 @@ def inner_join(ctx: EpochContext, op: JoinOp, left_change: DataFrame, right_chan
     # Left lazy: whoever consumes a change set materializes it once (with its buckets),
     # and a second materialization here would cost one more Spark job per epoch.
     out = render_spark.render(op.rule.rule(present, consolidated=not ctx.full), inputs)
-    op.left_state.write(ctx, dl, types)
-    op.right_state.write(ctx, dr, types)
+    arrangement.write(op.left_state, ctx, dl, types)
+    arrangement.write(op.right_state, ctx, dr, types)
     return out
 
 

@@ -13,9 +13,10 @@ from ivm_assets.epoch_context import EpochContext
 from ivm_assets.rules.operator import Operator
 from ivm_assets.spark.arrow import to_spark
 from ivm_assets.spark.batches import Batch, col, materialize, nothing
-from ivm_assets.state.arrangement import StateTable
+from ivm_assets.state.spec import StateTable
 from ivm_assets.state.layout import hash_type, with_bucket
 from ivm_assets.zset import BUCKET
+from ivm_assets.state import arrangement
 
 
 def key_types(left: DataFrame, right: DataFrame, left_keys: tuple[str, ...], right_keys: tuple[str, ...]) -> list:
@@ -32,7 +33,7 @@ def keyed_change(
     change = with_bucket(change, keys, ctx.buckets, types)
     if op.unchanged(ctx):
         return nothing(change)
-    return store.stage(ctx, change, types) if store is not None else materialize(change, small=ctx.small)
+    return arrangement.stage(store, ctx, change, types) if store is not None else materialize(change, small=ctx.small)
 
 
 def all_present(keys: tuple[str, ...]) -> Column:
