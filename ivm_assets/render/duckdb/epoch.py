@@ -2,7 +2,7 @@
 
 A small epoch's inputs are on the driver already: the sources' change sets come from
 delta-rs as Arrow, and the state rows the change touches are read there by pyarrow
-(:meth:`~ivm_assets.state.arrangement.StateTable.read`). Spark would turn them into local
+(:func:`~ivm_assets.state.arrangement.read`). Spark would turn them into local
 relations, re-analyze a plan built over py4j and run a job or more for a few thousand rows:
 ~0.5–3 s a refresh whatever the change. Here the same rules on changes (written once, in
 :mod:`ivm_assets.rules`) run as DuckDB queries over those Arrow tables, and the state appends and the

@@ -1,7 +1,7 @@
 """Operators' bindings (:mod:`ivm_assets.rules.binding`) run by Spark: change sets are
 lazy DataFrames, a keyed change is materialized once (:func:`materialize`: a small one comes
 to the driver as Arrow, in the job of every other small change computed before its first
-use), state is read by :meth:`StateTable.read` and rules are rendered as DataFrames
+use), state is read by :func:`~ivm_assets.state.arrangement.read` and rules are rendered as DataFrames
 (:mod:`ivm_assets.render.spark.rel`). :func:`spark_change` is an operator's change in Spark:
 its binding run by :class:`SparkBinding`, but for the inner join, whose Spark step is its
 own (:mod:`ivm_assets.render.spark.inner_join`)."""

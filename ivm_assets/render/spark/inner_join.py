@@ -2,7 +2,7 @@
 binding (:meth:`~ivm_assets.rules.keyed_pair.KeyedPair.epoch`, which the in-process engine
 runs, as Spark runs the outer joins'). The rule is the same (:class:`~ivm_assets.rules.join.JoinRule`);
 what differs is how Spark feeds it: in a build each side is staged straight into its state
-table by the executors (:meth:`StateTable.stage`), the state read is joined as it is read
+table by the executors (:func:`~ivm_assets.state.arrangement.stage`), the state read is joined as it is read
 (a join needs no consolidated state: it is bilinear), and a large read gets the change
 broadcast to it rather than shuffling both.
 """

@@ -29,7 +29,7 @@ def keyed_change(
 ) -> Batch:
     """``op``'s change with ``__bucket`` over ``keys``, materialized once (or known empty);
     staged into ``store`` when the whole change is what that state table will hold
-    (:meth:`StateTable.stage`)."""
+    (:func:`~ivm_assets.state.arrangement.stage`)."""
     change = with_bucket(change, keys, ctx.buckets, types)
     if op.unchanged(ctx):
         return nothing(change)
