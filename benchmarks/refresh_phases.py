@@ -36,7 +36,7 @@ from ivm_assets.delta import write  # noqa: E402
 from ivm_assets.engine import changes, execute, output, refresh  # noqa: E402
 from ivm_assets.render.duckdb.epoch import LocalEpoch  # noqa: E402
 from ivm_assets.spark.session import get_spark, stop_spark  # noqa: E402
-from ivm_assets.state.spec import StateTable  # noqa: E402
+from ivm_assets.state import arrangement  # noqa: E402
 
 # (owner, attribute, label): each is looked up through its owner at call time, so wrapping
 # the attribute times every call. Indented labels are inside the one above them.
@@ -45,9 +45,9 @@ PHASES = (
     (LocalEpoch, "run", "epoch in process"),
     (LocalEpoch, "sql", "  DuckDB statements"),
     (LocalEpoch, "consolidate", "  consolidations"),
-    (StateTable, "read", "  state reads"),
+    (arrangement, "read", "  state reads"),
     (execute, "_commit", "commits"),
-    (StateTable, "commit", "  state appends (summed over the commit threads)"),
+    (arrangement, "commit", "  state appends (summed over the commit threads)"),
     (write, "write_at", "    delta-rs writes"),
     (write, "cache_written", "    written files handed to the cache"),
     (output, "apply_change", "  output change applied"),
