@@ -83,6 +83,7 @@ def main() -> None:
     parser.add_argument("--views", default="q01,q06")
     parser.add_argument("--batches", type=int, default=4, help="timed batches (medians over them)")
     parser.add_argument("--rf2", choices=("random", "lowest"), default="random")
+    parser.add_argument("--state-buckets", type=int, default=None, help="the project's state_buckets (default 16)")
     args = parser.parse_args()
     views = args.views.split(",")
 
@@ -91,7 +92,7 @@ def main() -> None:
         _timed(seconds, owner, name, label)
     spark = get_spark()
     try:
-        ctx, batches = bench.warmed(spark, args.sf, views, rf2=args.rf2, warm=1)
+        ctx, batches = bench.warmed(spark, args.sf, views, rf2=args.rf2, warm=1, state_buckets=args.state_buckets)
         runs: dict[str, list[tuple[float, dict[str, float]]]] = collections.defaultdict(list)
         for _ in range(args.batches):
             batches.apply()

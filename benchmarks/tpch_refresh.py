@@ -74,14 +74,17 @@ PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 # --- data and project ---------------------------------------------------------------------
 def write_project(
     project_dir: Path, sources: dict[str, str], views: list[str], *, warehouse: str = "warehouse",
-    storage_options: dict[str, str] | None = None,
+    storage_options: dict[str, str] | None = None, state_buckets: int | None = None,
 ) -> Path:
-    """The project folder the engine loads: ivm.yaml (warehouse, sources, storage options)
-    and views/<name>.sql (every benchmark builds its TPC-H project here)."""
+    """The project folder the engine loads: ivm.yaml (warehouse, sources, storage options,
+    the state tables' buckets if not the default) and views/<name>.sql (every benchmark
+    builds its TPC-H project here)."""
     (project_dir / "views").mkdir(parents=True)
     config: dict = {"warehouse": warehouse, "sources": sources}
     if storage_options:
         config["storage_options"] = storage_options
+    if state_buckets is not None:
+        config["state_buckets"] = state_buckets
     (project_dir / "ivm.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     for view in views:
         shutil.copy(SQL_DIR / f"{view}.sql", project_dir / "views" / f"{view}.sql")
@@ -451,22 +454,24 @@ class Context:
         return str(self.run_dir / "full" / view)
 
 
-def prepare(spark: SparkSession, sf: float, views: list[str]) -> Context:
+def prepare(spark: SparkSession, sf: float, views: list[str], *, state_buckets: int | None = None) -> Context:
     """Fresh sources and project for this run; only the generated parquet is reused."""
     parquet_dir = generate_parquet(sf, DATA_DIR)
     run_dir = DATA_DIR / f"run_sf{sf:g}"
     shutil.rmtree(run_dir, ignore_errors=True)
     sources = create_sources(parquet_dir, run_dir / "sources")
-    project_dir = write_project(run_dir / "project", sources, views)
+    project_dir = write_project(run_dir / "project", sources, views, state_buckets=state_buckets)
     con = duckdb.connect() if duckdb is not None else None
     return Context(spark, sources, run_dir, IvmProject.load(project_dir), con)
 
 
-def warmed(spark: SparkSession, sf: float, views: list[str], *, rf2: str, warm: int) -> tuple[Context, RefreshBatches]:
+def warmed(
+    spark: SparkSession, sf: float, views: list[str], *, rf2: str, warm: int, state_buckets: int | None = None,
+) -> tuple[Context, RefreshBatches]:
     """For the profiling tools: a fresh run (:func:`prepare`) whose ``views`` are built, then
     refreshed after each of ``warm`` untimed batches; and the batches, for the timed ones
     (0.1 % of the orders each, seeded, no dimension updates)."""
-    ctx = prepare(spark, sf, views)
+    ctx = prepare(spark, sf, views, state_buckets=state_buckets)
     batches = make_batches(spark, ctx.sources, 0.001, 7, rf2=rf2)
     for view in views:
         ctx.project.refresh(views=[view], full=True)
@@ -743,6 +748,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="customers and suppliers updated per batch (parts: 2/5 as many); 0 disables (default 5)")
     parser.add_argument("--one-row-repeats", type=int, default=3,
                         help="one-row changes timed per view after the batches (median reported); 0 disables (default 3)")
+    parser.add_argument("--state-buckets", type=int, default=None,
+                        help="the project's state_buckets (default: ivm.yaml's default, 16)")
     parser.add_argument("--spark-epochs", action="store_true",
                         help="run every incremental epoch in Spark, none in process (for comparing the two)")
     args = parser.parse_args(argv)
@@ -761,7 +768,7 @@ def main(argv: list[str] | None = None) -> None:
         os.environ["IVM_SMALL_EPOCHS"] = "spark"  # see docs/architecture.md, Small epochs in process
     spark = get_spark()
     try:
-        ctx = prepare(spark, args.sf, args.views)
+        ctx = prepare(spark, args.sf, args.views, state_buckets=args.state_buckets)
         runs = [ViewRun(v, (SQL_DIR / f"{v}.sql").read_text()) for v in args.views]
         batches = make_batches(spark, ctx.sources, args.batch_fraction, args.seed, rf2=args.rf2, dim_updates=args.dim_updates)
         benchmark(ctx, runs, batches, args.repeats, args.one_row_repeats)
