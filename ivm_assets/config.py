@@ -130,7 +130,9 @@ class ProjectConfig(BaseModel):
     warehouse: str = "warehouse"
     sources: dict[str, str | SourceSettings] = Field(default_factory=dict)
     views: dict[str, ViewSettings] = Field(default_factory=dict)
-    state_buckets: int = Field(default=16, ge=1, le=4096)
+    # Unset: a view keeps the buckets its state was built with, a new one gets
+    # state.layout.DEFAULT_BUCKETS (see :func:`ivm_assets.engine.refresh.refresh_view`).
+    state_buckets: int | None = Field(default=None, ge=1, le=4096)
     # How long a refresh's claim on a view holds without renewal (the holder renews it every
     # third of this): how soon a refresh can take over from one that was killed.
     lease_seconds: float = Field(default=60.0, gt=0, le=86400)

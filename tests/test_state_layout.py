@@ -26,7 +26,7 @@ from ivm_assets.delta.snapshot import arrow_schema, file_count, files_by_partiti
 from ivm_assets.delta.write import create_table, delete_rows, write, write_epoch
 from ivm_assets.engine.refresh import LOG_CLEANUP_EPOCHS
 from ivm_assets.rules.incrementalize import fingerprint, identity, operators
-from ivm_assets.state.layout import FORMAT, StateLayout
+from ivm_assets.state.layout import DEFAULT_BUCKETS, FORMAT, StateLayout
 from ivm_assets.state.progress import Progress
 from ivm_assets.state import arrangement
 
@@ -90,6 +90,23 @@ def test_every_state_table_records_its_layout(builder):
     assert record.payload["plan_fingerprint"] == fingerprint(_root(project, "v"), FORMAT)
     assert record.payload["plan_identity"] == identity(_root(project, "v"), FORMAT)
     assert set(record.payload["state_layouts"]) == set(layouts)
+
+
+def test_without_state_buckets_a_view_keeps_its_buckets_and_a_new_one_gets_the_default(builder):
+    """ivm.yaml without ``state_buckets``: a view built with 16 buckets (the default until
+    2026-12-01) carries on incrementally with them, and a view added next gets the default."""
+    project = _built(builder, buckets=16)
+    config = builder.root / "ivm.yaml"
+    config.write_text(config.read_text().replace("state_buckets: 16\n", ""))
+    builder.view("w", "SELECT cust, COUNT(*) AS n FROM orders GROUP BY cust")
+    project = IvmProject.load(builder.root, spark=builder.spark)
+    assert project.config.state_buckets is None
+    write(builder.uri("orders"), pa.table({"id": [41], "cust": [3], "amount": [5]}), mode="append")
+    results = {r.view: r for r in project.refresh()}
+    assert results["v"].mode == "incremental" and results["w"].mode == "full"
+    assert_oracle(project)
+    assert {layout.buckets for layout in _layouts(project, "v").values()} == {16}
+    assert {layout.buckets for layout in _layouts(project, "w").values()} == {DEFAULT_BUCKETS}
 
 
 def test_raising_state_buckets_rebuilds_with_the_reason(builder):

@@ -35,7 +35,7 @@ from ivm_assets.rules.incrementalize import fingerprint, identity, operators
 from ivm_assets.rules.window import WindowOp
 from ivm_assets.state.claim import ClaimSettings, hold
 from ivm_assets.state.compaction import compact_from, compaction_due
-from ivm_assets.state.layout import FORMAT
+from ivm_assets.state.layout import DEFAULT_BUCKETS, FORMAT
 from ivm_assets.state.progress import EpochRecord, Progress, ProgressState, now
 from ivm_assets.state import arrangement
 
@@ -93,7 +93,7 @@ def refresh_view(
     *,
     where: ViewLocation,
     relations: dict[str, str],
-    buckets: int,
+    buckets: int | None,
     full: bool = False,
     claim: ClaimSettings | None = None,
 ) -> RefreshResult:
@@ -101,6 +101,9 @@ def refresh_view(
 
     A full refresh replaces an interrupted epoch instead of repeating it (it rewrites every
     table anyway, and it is the way out when a table was changed under an epoch).
+    ``buckets`` None (ivm.yaml sets no ``state_buckets``): the view keeps the buckets its
+    state was built with, and a view without state gets :data:`~ivm_assets.state.layout.DEFAULT_BUCKETS`,
+    so a changed default rebuilds nothing.
     """
     # Planning, the operators, the commits and compaction read the same table versions:
     # each version's log is read once.
@@ -114,7 +117,7 @@ def _refresh(
     *,
     where: ViewLocation,
     relations: dict[str, str],
-    buckets: int,
+    buckets: int | None,
     full: bool,
     claim: ClaimSettings | None,
     delta_io: IoCounts,
@@ -126,6 +129,8 @@ def _refresh(
     idle = not full and state.started is None and unclaimed
     if idle and _up_to_date(view, where, relations, _source_versions(view, relations), state.committed):
         return _unchanged(view, state.committed, began)  # nothing to do: no claim, no commit
+    if buckets is None:
+        buckets = _built_buckets(view, where) or DEFAULT_BUCKETS
 
     def begin(state: ProgressState) -> dict:
         """What to record with the claim: nothing for an interrupted epoch (finished exactly
@@ -356,6 +361,14 @@ def _full_reason(
     if plan and last.get(compared) != plan[compared]:
         return "operator plan changed (new engine version or upstream schema): state rebuilt"
     return None
+
+
+def _built_buckets(view: CompiledView, where: ViewLocation) -> int | None:
+    """The buckets the view's state was built with, as its first state table's last commit
+    recorded them (None: no state yet, or no layout recorded)."""
+    tables = [t for op in operators(view.root) for t in op.state_tables] if view.root is not None else []
+    head = arrangement.head_layout(tables[0], where.state_root) if tables else None
+    return head[1].buckets if head is not None and head[1] is not None else None
 
 
 def _state_tables(view: CompiledView, where: ViewLocation, last: dict | None, buckets: int):
