@@ -5,11 +5,12 @@ An operator's incremental rule (:mod:`ivm_assets.rules`) is a relational express
 named inputs: its input's change, the state rows the change touches. Which inputs those are
 (which state table is read for which keys, what is appended where, what an empty change
 skips) is the operator's *binding*, and it is the same whichever engine computes the rule.
-Operators that bind through this protocol write it once, in ``epoch(cx)``; Spark runs it
+Every operator writes it once, in ``epoch(cx)``; Spark runs it
 with :class:`~ivm_assets.render.spark.binding.SparkBinding` (change sets are lazy
 DataFrames, keyed ones materialized :class:`~ivm_assets.spark.batches.Batch`\\ es) and the
 in-process engine with :class:`~ivm_assets.render.duckdb.binding.DriverBinding` (Arrow tables, the
-state read on the driver, DuckDB computing the rule).
+state read on the driver, DuckDB computing the rule). One operator has a Spark step of its
+own beside its binding: the inner join (:mod:`ivm_assets.render.spark.inner_join`).
 
 A value of the engine's own (a change set) is opaque to the operator: it only passes it
 from one call to the next. State is only appended to, and only through :meth:`append`,
