@@ -697,7 +697,8 @@ def report(args: argparse.Namespace, ctx: Context, runs: list[ViewRun], batches:
         "",
         f"Options: `--sf {args.sf:g} --batch-fraction {args.batch_fraction:g} --rf2 {args.rf2} --dim-updates {args.dim_updates} "
         f"--repeats {args.repeats} --one-row-repeats {args.one_row_repeats} --seed {args.seed}"
-        f"{' --spark-epochs' if args.spark_epochs else ''}`.",
+        f"{' --spark-epochs' if args.spark_epochs else ''}"
+        f"{f' --state-buckets {args.state_buckets}' if args.state_buckets is not None else ''}`.",
         "",
         f"Each batch: {batches.describe()} Times are medians of {args.repeats} batches; *full s* is Spark "
         "recomputing the view's SQL over the snapshots and writing it to Delta, *duckdb s* DuckDB running the same SQL "
