@@ -247,9 +247,9 @@ def test_state_holds_only_the_columns_the_operators_above_need(builder):
     assert any(n.endswith("region") for n in right) and any(n.endswith("id") for n in right), right
 
 
-def _logical(project, table, version: int):
+def _logical(project, table, version: int, uri: str | None = None):
     """A state table's logical content at ``version`` (current rows, sorted), read by Spark."""
-    uri = table.uri(project.location("v").state_root)
+    uri = uri or table.uri(project.location("v").state_root)
     rows = arrangement.current_rows(table, read_snapshot(project.spark, uri, version=version).drop("__bucket"))
     if table.alive_column:
         rows = rows.filter(f"{table.alive_column} > 0")
@@ -296,6 +296,74 @@ def test_compaction_on_the_driver_keeps_each_row_in_its_bucket_and_the_content_t
     after = {t.table_name: _logical(project, t, latest_version(t.uri(root))) for t in tables}
     assert all(compaction.compact(t, project.spark, root, max_files_per_bucket=0) for t in tables)
     assert {t.table_name: _logical(project, t, latest_version(t.uri(root))) for t in tables} == after
+
+
+def test_a_compaction_folds_only_what_appends_left_and_every_epoch_stays_right(builder):
+    """Where appends hold little beside a bucket's largest file, a compaction folds only
+    them (the largest file stays, untouched, one commit changing no data); the whole table
+    is folded once they outgrow ``MERGE_SHARE``. Epochs alternate between the engines, each
+    reading what the other compacted, and every one equals the recompute: deleted orders
+    cancel inside the folded files, and a customer who loses all their orders leaves an
+    aggregate row saying so, which must hide the older one in the largest file."""
+    from ivm_assets.state import compaction
+    from tests.rules.harness import epochs_alternating
+
+    builder.source("orders", pa.table({
+        "id": pa.array(range(1, 40001), pa.int64()),
+        "cust": pa.array([i % 20000 for i in range(40000)], pa.int64()),
+        "amount": pa.array([(i * 7919) % 100003 for i in range(40000)], pa.int64()),
+    }))
+    builder.source("customers", pa.table({"id": pa.array(range(20000), pa.int64()), "region": [f"r{i % 8}" for i in range(20000)]}))
+    builder.view("v", JOIN_AGG)
+    builder.view("w", "SELECT cust, COUNT(*) AS n, SUM(amount) AS total FROM orders GROUP BY cust")
+    project = builder.load()
+    project.refresh()
+    tables = {
+        view: [(t, t.uri(project.location(view).state_root)) for op in operators(_root(project, view)) for t in op.state_tables]
+        for view in ("v", "w")
+    }
+    (orders,) = [(t, uri) for t, uri in tables["v"] if t.name == "left"]
+    (groups,) = tables["w"]
+    large = [orders, groups]
+    built = {uri: set(snapshot_files(uri).files) for _, uri in large}
+    compacted = 0
+    for i in range(14):
+        write(builder.uri("orders"), pa.table({
+            "id": pa.array([50000 + 2 * i, 50001 + 2 * i], pa.int64()), "cust": pa.array([(7 * i) % 64, 30000 + i], pa.int64()),
+            "amount": pa.array([i, 2 * i], pa.int64())}), mode="append")
+        delete_rows(builder.uri("orders"), f"id = {37 * i + 11} OR id = {50000 + 2 * i - 3}")
+        if i == 6:  # customer 123 loses every order, then one comes back
+            delete_rows(builder.uri("orders"), "cust = 123")
+        if i == 9:
+            write(builder.uri("orders"), pa.table({"id": pa.array([90000], pa.int64()), "cust": pa.array([123], pa.int64()),
+                                                   "amount": pa.array([5], pa.int64())}), mode="append")
+        with epochs_alternating(i):
+            results = project.refresh()
+        assert all(r.mode == "incremental" for r in results), [r.summary() for r in results]
+        compacted += sum(r.stats.get("state_tables_compacted", 0) for r in results)
+        assert_oracle(project)
+    assert compacted, "the test must reach a compaction"
+    for table, uri in large:
+        assert built[uri] <= set(snapshot_files(uri).files), f"{uri}: only what appends left is folded"
+        before = _logical(project, table, latest_version(uri), uri)
+        assert compaction.compact(table, project.spark, uri.rsplit("/", 1)[0], max_files_per_bucket=0)
+        assert built[uri] <= set(snapshot_files(uri).files) and _logical(project, table, latest_version(uri), uri) == before
+    # Past the share, the whole z-set is folded: one file per bucket, none of the build's.
+    # (The aggregate's files hold the latest row of each touched key, a tenth of them.)
+    for i in range(3):
+        delete_rows(builder.uri("orders"), f"id % 10 = {i}")
+        with epochs_alternating(i):
+            results = project.refresh()
+        assert all(r.mode == "incremental" for r in results), [r.summary() for r in results]
+    table, uri = orders
+    before = _logical(project, table, latest_version(uri), uri)
+    assert compaction.compact(table, project.spark, uri.rsplit("/", 1)[0], max_files_per_bucket=0)
+    assert not set(snapshot_files(uri).files) & built[uri] and file_count(uri) <= 4
+    assert _logical(project, table, latest_version(uri), uri) == before
+    write(builder.uri("orders"), pa.table({"id": pa.array([90001], pa.int64()), "cust": pa.array([123], pa.int64()),
+                                           "amount": pa.array([1], pa.int64())}), mode="append")
+    assert all(r.mode == "incremental" for r in project.refresh())
+    assert_oracle(project)
 
 
 def _log_versions(uri: str) -> list[int]:

@@ -317,7 +317,7 @@ def _runs(batch: pa.RecordBatch, partitions: tuple[str, ...]) -> Iterator[tuple[
         start = end
 
 
-def _folder(name: str, value: str | None) -> str:
+def partition_folder(name: str, value: str | None) -> str:
     """``name=value`` as Spark names a partition's folder (NULL as Hive's default name)."""
     if value is None:
         return f"{name}={NULL_PARTITION}"
@@ -330,7 +330,7 @@ class _OpenFile:
 
     def __init__(self, writer: _FileWriter, value: tuple, first: pa.RecordBatch) -> None:
         self.writer, self.value = writer, value
-        folders = [_folder(n, v) for n, v in zip(writer.partitions, value)]
+        folders = [partition_folder(n, v) for n, v in zip(writer.partitions, value)]
         self.path = "/".join([*folders, f"part-{uuid.uuid4().hex}.parquet"])
         self.uri = f"{writer.store.root}/{self.path}"
         fs, path = writer.store.filesystem(self.uri)

@@ -1,6 +1,12 @@
 """Compaction of state tables (:func:`compact`): each folded back to its logical content (one
 row per distinct row of a z-set, per key of the latest-value layout) once appends have left
 many small files, re-bucketed with the layout its commits recorded, never with a guess.
+
+Most compactions fold only what appends left (:func:`_merged_on_driver`): in each bucket,
+every file but the largest into one, while those hold at most ``MERGE_SHARE`` of its bytes.
+The cost then follows the changes since the last full compaction, not the table; a full
+one comes once the merged files have grown to that share, a geometric schedule like a
+log-structured merge tree's.
 """
 
 from __future__ import annotations
@@ -8,10 +14,10 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ivm_assets.delta.maintenance import rewrite, rewrite_rows
+from ivm_assets.delta.maintenance import replace_files, rewrite, rewrite_rows
 from ivm_assets.delta.read import read_snapshot
 from ivm_assets.delta.row_groups import read_row_groups, select_row_groups
-from ivm_assets.delta.snapshot import file_count, files_by_partition, partition_type, snapshot_files
+from ivm_assets.delta.snapshot import SnapshotFiles, file_count, files_by_partition, partition_type, snapshot_files
 from ivm_assets.spark.batches import col
 from ivm_assets.state.arrangement import ROW_GROUP_ROWS, StateRead
 from ivm_assets.state.spec import StateTable
@@ -22,6 +28,10 @@ from ivm_assets.state import arrangement
 # A state table up to this size (parquet bytes) is compacted on the driver by pyarrow and
 # delta-rs instead of by Spark jobs.
 DRIVER_COMPACT_BYTES = 64 << 20
+
+# A compaction folds only a bucket's files other than its largest while they hold at most
+# this share of the largest's bytes; past it (in any bucket) the whole table is compacted.
+MERGE_SHARE = 0.25
 
 
 def compaction_due(table: StateTable, root: str, *, max_files_per_bucket: int = 8) -> tuple[int, StateLayout] | None:
@@ -55,11 +65,17 @@ def compact_from(table: StateTable, spark, root: str, version: int, layout: Stat
     :func:`compaction_due` found them."""
     uri = table.uri(root)
     metadata = {LAYOUT_KEY: layout.to_json()}
+    cache_key = table.keys[0] if table.keys else None
+    merged = _merged_on_driver(table, uri, version)
+    if merged is not None:
+        replaced, rows = merged
+        return replace_files(
+            uri, replaced, rows, after=version, partition=BUCKET, row_group_rows=ROW_GROUP_ROWS, metadata=metadata, cache_key=cache_key,
+        )
     compacted = _compacted_on_driver(table, uri, version)
     if compacted is not None:
         return rewrite(
-            uri, compacted, after=version, partition_by=[BUCKET], row_group_rows=ROW_GROUP_ROWS, metadata=metadata,
-            cache_key=table.keys[0] if table.keys else None,
+            uri, compacted, after=version, partition_by=[BUCKET], row_group_rows=ROW_GROUP_ROWS, metadata=metadata, cache_key=cache_key,
         )
     rows = arrangement.current_rows(table, read_snapshot(spark, uri, version=version).drop(BUCKET))
     if table.alive_column:
@@ -71,6 +87,47 @@ def compact_from(table: StateTable, spark, root: str, version: int, layout: Stat
         uri, rows.select(*[col(c) for c in names], col(BUCKET), *[col(c) for c in extra]), after=version,
         partition_by=[BUCKET], sort_by=list(table.keys), row_group_rows=ROW_GROUP_ROWS, metadata=metadata,
     )
+
+
+def _merged_on_driver(table: StateTable, uri: str, version: int) -> tuple[list[str], pa.Table] | None:
+    """The files appends left in each bucket (all but its largest, where there are two or
+    more of them) and their logical content with their buckets, computed on the driver;
+    None when a full compaction is needed instead: those files hold more than
+    ``MERGE_SHARE`` of the largest's bytes in some bucket, no bucket has two of them, a
+    bucket's value is unknown, or the key types are compared in Spark only.
+
+    Their content is folded as the table's readers fold all of its rows, which is right for
+    any part of them: z-set weights add up, and the latest row per key among these files is
+    the latest among all unless the bucket's largest file holds a later one, which the
+    readers still find. Rows meaning "no such key" (``alive_column`` 0) stay, to hide the
+    older rows of the largest file."""
+    snap = snapshot_files(uri, version=version)
+    if not snap.plain_parquet:
+        return None
+    buckets = files_by_partition(snap, BUCKET)
+    if buckets is None or None in buckets:
+        return None
+    chosen: dict[str, SnapshotFiles] = {}
+    for bucket, files in buckets.items():
+        largest = max(range(len(files.files)), key=files.sizes.__getitem__)
+        rest = [i for i in range(len(files.files)) if i != largest]
+        if sum(files.sizes[i] for i in rest) > MERGE_SHARE * files.sizes[largest]:
+            return None
+        if len(rest) >= 2:
+            chosen[bucket] = SnapshotFiles(snap.table, [files.files[i] for i in rest], [files.sizes[i] for i in rest])
+    if not chosen:
+        return None
+    bucket_type = partition_type(snap.table, BUCKET)
+    columns = [*table.stored_columns(), *([EPOCH] if table.layout_kind == "latest" else [])]
+    parts = []
+    for bucket, files in chosen.items():
+        read = read_row_groups(select_row_groups(files), keep=False)
+        rows = arrangement.current_on_driver(table, StateRead(None, False, True, read))
+        if rows is None:
+            return None
+        rows = rows.select(columns).cast(read.select(columns).schema)
+        parts.append(rows.append_column(pa.field(BUCKET, bucket_type), pa.array([int(bucket)] * rows.num_rows, pa.int64()).cast(bucket_type)))
+    return [f for files in chosen.values() for f in files.files], arrangement.clustered(table, pa.concat_tables(parts))
 
 
 def _compacted_on_driver(table: StateTable, uri: str, version: int) -> pa.Table | None:

@@ -18,7 +18,7 @@ from ivm_assets.delta import filesystems, read as delta_read, row_groups, storag
 from ivm_assets.delta.commit import COMPACTION, Epoch
 from ivm_assets.delta.handles import is_delta_table
 from ivm_assets.delta.log import head
-from ivm_assets.delta.maintenance import rewrite_rows
+from ivm_assets.delta.maintenance import replace_files, rewrite_rows
 from ivm_assets.delta.read import data_files, read_snapshot
 from ivm_assets.delta.row_groups import read_row_groups
 from ivm_assets.delta.snapshot import file_count, normalize_schema_of, row_count, snapshot_files
@@ -107,6 +107,29 @@ def test_a_compaction_on_s3_is_written_by_the_executors(s3_project, monkeypatch)
     assert head(uri)[1].get(COMPACTION) == "true"
     assert _sorted(read_snapshot(spark, uri, version=4).collect()) == expected
     assert row_count(uri, 4) == 4000
+
+
+def test_files_replaced_on_s3_leave_the_other_files_and_the_content_as_they_were(s3_project):
+    """A compaction that folds only what appends left (``replace_files``): new files written
+    on the store by the driver, one commit adding them and removing the replaced ones,
+    changing no data; the first commit's files stay."""
+    spark = s3_project.spark
+    uri = f"{s3_project.base}/replaced"
+    create_table(uri, _rows(3000), partition_by=["part"])
+    first = set(snapshot_files(uri, version=0).files)
+    for i in range(3):
+        write(uri, _rows(20, 3000 + 20 * i), mode="append")
+    expected = _sorted(read_snapshot(spark, uri, version=3).collect())
+    appended = [f for f in snapshot_files(uri, version=3).files if f not in first]
+    rows = pa.concat_tables([_rows(20, 3000 + 20 * i) for i in range(3)])
+    rows = rows.sort_by([("part", "ascending"), ("id", "ascending")])
+    assert replace_files(uri, appended, rows, after=3, partition="part", row_group_rows=4096, metadata={"why": "test"}, cache_key="id")
+    assert head(uri)[1].get(COMPACTION) == "true"
+    files = set(snapshot_files(uri, version=4).files)
+    assert first <= files and len(files) == len(first) + 3 and not files & set(appended)
+    assert _sorted(read_snapshot(spark, uri, version=4).collect()) == expected
+    assert row_count(uri, 4) == 3060
+    assert not replace_files(uri, appended, rows, after=3, partition="part", row_group_rows=4096)  # the table moved on
 
 
 # --- a full build through the executors ------------------------------------------------------
