@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 from tests.conftest import assert_oracle
 
 from dataclasses import replace
@@ -298,14 +299,16 @@ def test_compaction_on_the_driver_keeps_each_row_in_its_bucket_and_the_content_t
     assert {t.table_name: _logical(project, t, latest_version(t.uri(root))) for t in tables} == after
 
 
-def test_a_compaction_folds_only_what_appends_left_and_every_epoch_stays_right(builder):
+def test_a_compaction_folds_only_what_appends_left_and_every_epoch_stays_right(builder, monkeypatch):
     """Where appends hold little beside a bucket's largest file, a compaction folds only
     them (the largest file stays, untouched, one commit changing no data); the whole table
     is folded once they outgrow ``MERGE_SHARE``. Epochs alternate between the engines, each
     reading what the other compacted, and every one equals the recompute: deleted orders
     cancel inside the folded files, and a customer who loses all their orders leaves an
-    aggregate row saying so, which must hide the older one in the largest file."""
+    aggregate row saying so, which must hide the older one in the largest file. A
+    compaction killed between writing its files and committing them changes nothing."""
     from ivm_assets.state import compaction
+    from ivm_assets.testing import faults
     from tests.rules.harness import epochs_alternating
 
     builder.source("orders", pa.table({
@@ -343,6 +346,18 @@ def test_a_compaction_folds_only_what_appends_left_and_every_epoch_stays_right(b
         compacted += sum(r.stats.get("state_tables_compacted", 0) for r in results)
         assert_oracle(project)
     assert compacted, "the test must reach a compaction"
+    # Killed after its files are written and before its commit, a compaction leaves the
+    # table as it was (IVM_CRASH_MODE=raise leaves what a SIGKILL would).
+    table, uri = orders
+    version, before = latest_version(uri), _logical(project, table, latest_version(uri), uri)
+    monkeypatch.setenv("IVM_CRASH_AFTER_FILE_WRITES", "1")
+    monkeypatch.setenv("IVM_CRASH_MODE", "raise")
+    faults.reset_commit_count()
+    with pytest.raises(faults.SimulatedCrash):
+        compaction.compact(table, project.spark, uri.rsplit("/", 1)[0], max_files_per_bucket=0)
+    monkeypatch.delenv("IVM_CRASH_AFTER_FILE_WRITES")
+    monkeypatch.delenv("IVM_CRASH_MODE")
+    assert latest_version(uri) == version and _logical(project, table, version, uri) == before
     for table, uri in large:
         assert built[uri] <= set(snapshot_files(uri).files), f"{uri}: only what appends left is folded"
         before = _logical(project, table, latest_version(uri), uri)
