@@ -22,7 +22,7 @@ from ivm_assets.delta import filesystems, storage, storage_errors
 from ivm_assets.delta.commit import COMPACTION, fenced_commit
 from ivm_assets.delta.executor_io import partition_folder
 from ivm_assets.delta.handles import is_delta_table, open_table, writable
-from ivm_assets.delta.snapshot import file_key
+from ivm_assets.delta.snapshot import file_index, file_key
 from ivm_assets.delta.staging import commit_files, stage_files
 from ivm_assets.delta.write import cache_written, write_at
 from ivm_assets.testing import faults
@@ -75,16 +75,14 @@ def replace_files(
     are held in the parquet cache, as :func:`rewrite` holds its files."""
     dt = open_table(uri, after)
     root = storage.normalize(uris.local_path(dt.table_uri) or dt.table_uri)
-    added = pa.table(dt.get_add_actions(flatten=True)).to_pydict()
-    logged = {file_key(f"{root}/{path}"): (path, size) for path, size in zip(added["path"], added["size_bytes"])}
-    values = {n.removeprefix("partition."): v for n, v in added.items() if n.startswith("partition.")}
+    index = file_index(dt)
     now = int(time.time() * 1000)
     actions: list[AddAction | RemoveAction] = []
     for file in replaced:
-        path, size = logged[file_key(file)]
-        index = added["path"].index(path)
-        partition_values = {c: None if v[index] is None else str(v[index]) for c, v in values.items()}
-        actions.append(RemoveAction(path=path, data_change=False, deletion_timestamp=now, size=size, partition_values=partition_values))
+        logged = index[file_key(file)]
+        actions.append(RemoveAction(
+            path=logged.path, data_change=False, deletion_timestamp=now, size=logged.size, partition_values=logged.partition_values,
+        ))
     runs = value_runs(table.column(partition))
     if table.num_rows and not runs:
         raise ValueError(f"replace_files: {partition} must be an integer column without NULLs, rows sorted by it")

@@ -5,6 +5,7 @@ row counts, schema), without reading a file.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -58,8 +59,16 @@ def file_key(path: str) -> str:
     return unquote(path.removeprefix("file://"))
 
 
-def file_index(dt: DeltaTable) -> dict[str, tuple[int, dict]]:
-    """Data file location → (size in bytes, partition values as text) from the add actions."""
+class LoggedFile(NamedTuple):
+    """A data file as its add action records it."""
+
+    size: int
+    partition_values: dict[str, str | None]  # as text
+    path: str  # as the log spells it, relative to the table
+
+
+def file_index(dt: DeltaTable) -> dict[str, LoggedFile]:
+    """Data file location (:func:`file_key`) → what its add action records."""
     found = getattr(dt, _INDEX, None)
     if found is not None and found[0] == dt.version():
         return found[1]
@@ -69,17 +78,17 @@ def file_index(dt: DeltaTable) -> dict[str, tuple[int, dict]]:
     index = {}
     for i, (path, size) in enumerate(zip(actions.column("path").to_pylist(), actions.column("size_bytes").to_pylist())):
         values = {c: None if v[i] is None else str(v[i]) for c, v in columns.items()}
-        index[file_key(f"{root}/{path}")] = (int(size), values)
+        index[file_key(f"{root}/{path}")] = LoggedFile(int(size), values, path)
     setattr(dt, _INDEX, (dt.version(), index))
     return index
 
 
-def _size(index: dict[str, tuple[int, dict]], file: str) -> int:
+def _size(index: dict[str, LoggedFile], file: str) -> int:
     """``file``'s size from the log; from the store (a stat, or a HEAD) if its location is
     spelled differently in the add actions than in ``file_uris()``."""
     found = index.get(file_key(file))
     if found is not None:
-        return found[0]
+        return found.size
     identity = filesystems.identity(file_key(file))
     if identity is None:
         raise storage_errors.missing_file(file)
@@ -107,7 +116,7 @@ def partition_type(dt: DeltaTable, column: str) -> pa.DataType:
 
 def partition_values(dt: DeltaTable, column: str) -> dict[str, str | None]:
     """Each data file's location (:func:`file_key`) → its value of partition ``column``, as text."""
-    return {key: values.get(column) for key, (_, values) in file_index(dt).items()}
+    return {key: logged.partition_values.get(column) for key, logged in file_index(dt).items()}
 
 
 def _files(dt: DeltaTable, partition_filters: list[tuple[str, str, object]] | None) -> list[str]:
