@@ -118,15 +118,12 @@ def _merged_on_driver(table: StateTable, uri: str, version: int) -> tuple[list[s
     if not chosen:
         return None
     bucket_type = partition_type(snap.table, BUCKET)
-    columns = [*table.stored_columns(), *([EPOCH] if table.layout_kind == "latest" else [])]
     parts = []
     for bucket, files in chosen.items():
-        read = read_row_groups(select_row_groups(files), keep=False)
-        rows = arrangement.current_on_driver(table, StateRead(None, False, True, read))
+        rows = _folded(table, files, bucket, bucket_type, dead_kept=True)
         if rows is None:
             return None
-        rows = rows.select(columns).cast(read.select(columns).schema)
-        parts.append(rows.append_column(pa.field(BUCKET, bucket_type), pa.array([int(bucket)] * rows.num_rows, pa.int64()).cast(bucket_type)))
+        parts.append(rows)
     return [f for files in chosen.values() for f in files.files], arrangement.clustered(table, pa.concat_tables(parts))
 
 
@@ -146,17 +143,30 @@ def _compacted_on_driver(table: StateTable, uri: str, version: int) -> pa.Table 
     if buckets is None:
         return None
     bucket_type = partition_type(snap.table, BUCKET)
-    names = table.stored_columns()
-    extra = [EPOCH] if table.layout_kind == "latest" else []
     parts = []
     for bucket, files in buckets.items():
-        rows = arrangement.current_on_driver(table, StateRead(None, False, True, read_row_groups(select_row_groups(files), keep=False)))
+        rows = _folded(table, files, bucket, bucket_type, dead_kept=False)
         if rows is None:
             return None
-        if table.alive_column:
-            rows = rows.filter(pc.greater(rows.column(table.alive_column), 0))
-        value = pa.array([None if bucket is None else int(bucket)] * rows.num_rows, pa.int64()).cast(bucket_type)
-        parts.append(rows.select([*names, *extra]).add_column(len(names), pa.field(BUCKET, bucket_type), value))
+        parts.append(rows)
     if not parts:
         return None
     return arrangement.clustered(table, pa.concat_tables(parts))
+
+
+def _folded(table: StateTable, files: SnapshotFiles, bucket: str | None, bucket_type: pa.DataType, *, dead_kept: bool) -> pa.Table | None:
+    """The logical content of one bucket's ``files``, read and folded on the driver, as the
+    table stores it: its columns in the files' types, ``__bucket`` = ``bucket``, and
+    ``__epoch`` for the latest layout; None when its key types are compared in Spark only.
+    ``dead_kept``: whether rows meaning "no such key" (``alive_column`` 0) stay."""
+    read = read_row_groups(select_row_groups(files), keep=False)
+    rows = arrangement.current_on_driver(table, StateRead(None, False, True, read))
+    if rows is None:
+        return None
+    if table.alive_column and not dead_kept:
+        rows = rows.filter(pc.greater(rows.column(table.alive_column), 0))
+    names = table.stored_columns()
+    columns = [*names, *([EPOCH] if table.layout_kind == "latest" else [])]
+    rows = rows.select(columns).cast(read.select(columns).schema)
+    value = pa.array([None if bucket is None else int(bucket)] * rows.num_rows, pa.int64()).cast(bucket_type)
+    return rows.add_column(len(names), pa.field(BUCKET, bucket_type), value)
