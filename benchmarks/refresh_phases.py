@@ -6,7 +6,10 @@ phase of the refresh is timed by a wrapper (a few microseconds a call, where cPr
 doubles the cost of Python-heavy code) and the medians over the batches are printed: reading
 the change, the in-process epoch and inside it its DuckDB statements,
 consolidations and state reads, the commits and the output's change (a MERGE, or an
-overwrite), compiling and planning.
+overwrite), compiling (the sources' schemas read inside it), and the refresh's own
+bookkeeping: the sources' latest versions, the claim taken with the epoch planned, the
+epoch recorded with the claim released, the progress log's reads and commits, and whether
+a compaction is due.
 
     python benchmarks/refresh_phases.py --sf 1 --views q01,q06,q14 --batches 4
 
@@ -36,7 +39,7 @@ from ivm_assets.delta import write  # noqa: E402
 from ivm_assets.engine import changes, execute, output, refresh  # noqa: E402
 from ivm_assets.render.duckdb.epoch import LocalEpoch  # noqa: E402
 from ivm_assets.spark.session import get_spark, stop_spark  # noqa: E402
-from ivm_assets.state import arrangement  # noqa: E402
+from ivm_assets.state import arrangement, claim, compaction, progress  # noqa: E402
 
 # (owner, attribute, label): each is looked up through its owner at call time, so wrapping
 # the attribute times every call. Indented labels are inside the one above them.
@@ -54,7 +57,17 @@ PHASES = (
     (output, "apply_bag_change", "    as a MERGE"),
     (output, "write_output_rows", "    as an overwrite"),
     (project.IvmProject, "compile", "compile"),
-    (refresh, "_plan_epoch", "plan the epoch"),
+    (project.IvmProject, "_source_schema", "  sources' schemas"),
+    (refresh, "_source_versions", "sources' latest versions"),
+    (refresh, "_up_to_date", "up-to-date checks"),
+    (claim, "_acquire", "claim taken (the epoch planned)"),
+    (refresh, "_plan_epoch", "  plan the epoch"),
+    (claim.HeldClaim, "finish", "epoch recorded, claim released"),
+    (claim.HeldClaim, "release", "claim released after a commit"),
+    (progress.Progress, "read", "progress records read"),
+    (progress.Progress, "commit", "progress records committed"),
+    (refresh, "compaction_due", "compactions due?"),
+    (refresh, "latest_version", "latest versions asked by the refresh"),
 )
 
 
@@ -83,7 +96,7 @@ def main() -> None:
     parser.add_argument("--views", default="q01,q06")
     parser.add_argument("--batches", type=int, default=4, help="timed batches (medians over them)")
     parser.add_argument("--rf2", choices=("random", "lowest"), default="random")
-    parser.add_argument("--state-buckets", type=int, default=None, help="the project's state_buckets (default 16)")
+    parser.add_argument("--state-buckets", type=int, default=None, help="the project's state_buckets (default: none set, so new state gets 4 buckets)")
     args = parser.parse_args()
     views = args.views.split(",")
 
