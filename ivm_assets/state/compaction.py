@@ -11,6 +11,8 @@ log-structured merge tree's.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -115,16 +117,8 @@ def _merged_on_driver(table: StateTable, uri: str, version: int) -> tuple[list[s
             return None
         if len(rest) >= 2:
             chosen[bucket] = SnapshotFiles(snap.table, [files.files[i] for i in rest], [files.sizes[i] for i in rest])
-    if not chosen:
-        return None
-    bucket_type = partition_type(snap.table, BUCKET)
-    parts = []
-    for bucket, files in chosen.items():
-        rows = _folded(table, files, bucket, bucket_type, dead_kept=True)
-        if rows is None:
-            return None
-        parts.append(rows)
-    return [f for files in chosen.values() for f in files.files], arrangement.clustered(table, pa.concat_tables(parts))
+    folded = _folded_buckets(table, chosen, partition_type(snap.table, BUCKET), dead_kept=True) if chosen else None
+    return None if folded is None else ([f for files in chosen.values() for f in files.files], folded)
 
 
 def _compacted_on_driver(table: StateTable, uri: str, version: int) -> pa.Table | None:
@@ -140,17 +134,22 @@ def _compacted_on_driver(table: StateTable, uri: str, version: int) -> pa.Table 
     if snap.bytes > DRIVER_COMPACT_BYTES or not snap.plain_parquet:
         return None
     buckets = files_by_partition(snap, BUCKET)
-    if buckets is None:
+    if not buckets:
         return None
-    bucket_type = partition_type(snap.table, BUCKET)
+    return _folded_buckets(table, buckets, partition_type(snap.table, BUCKET), dead_kept=False)
+
+
+def _folded_buckets(
+    table: StateTable, buckets: Mapping[str | None, SnapshotFiles], bucket_type: pa.DataType, *, dead_kept: bool
+) -> pa.Table | None:
+    """The rows :func:`_folded` makes of each bucket's files, clustered as the table stores
+    them; None when one of them cannot be folded on the driver."""
     parts = []
     for bucket, files in buckets.items():
-        rows = _folded(table, files, bucket, bucket_type, dead_kept=False)
+        rows = _folded(table, files, bucket, bucket_type, dead_kept=dead_kept)
         if rows is None:
             return None
         parts.append(rows)
-    if not parts:
-        return None
     return arrangement.clustered(table, pa.concat_tables(parts))
 
 
