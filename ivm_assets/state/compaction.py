@@ -117,8 +117,12 @@ def _merged_on_driver(table: StateTable, uri: str, version: int) -> tuple[list[s
             return None
         if len(rest) >= 2:
             chosen[bucket] = SnapshotFiles(snap.table, [files.files[i] for i in rest], [files.sizes[i] for i in rest])
-    folded = _folded_buckets(table, chosen, partition_type(snap.table, BUCKET), dead_kept=True) if chosen else None
-    return None if folded is None else ([f for files in chosen.values() for f in files.files], folded)
+    if not chosen:
+        return None
+    folded = _folded_buckets(table, chosen, partition_type(snap.table, BUCKET), dead_kept=True)
+    if folded is None:
+        return None
+    return [f for files in chosen.values() for f in files.files], folded
 
 
 def _compacted_on_driver(table: StateTable, uri: str, version: int) -> pa.Table | None:
