@@ -103,7 +103,7 @@ def lookup(uri: str, version: int, key: str, keys: pa.Array, buckets: int | None
     for file, groups in by_file.values():
         with file.fragment.open() as handle:  # as the engine's driver read opens a local file
             rows = pq.ParquetFile(handle, metadata=file.metadata).read_row_groups(groups, columns=columns)
-        rows.filter(pc.is_in(rows.column(key), value_set=keys))
+        rows.filter(pc.is_in(rows.column(key), value_set=keys))  # the match a lookup makes, timed; its rows are not kept
         cost.row_groups += len(groups)
         cost.rows += sum(file.rows[g] for g in groups)
         cost.bytes += sum(file.bytes[g] for g in groups)
@@ -150,8 +150,8 @@ def main() -> None:
                 start = time.perf_counter()
                 ctx.project.refresh(views=[view], full=True)
                 builds.append(time.perf_counter() - start)
-                for name, count, seconds in staged:
-                    side_writes.setdefault(name, []).append((count, seconds))
+                for name, _, seconds in staged:
+                    side_writes.setdefault(name, []).append(seconds)
                 start = time.perf_counter()
                 bench.full_recompute(spark, ctx.sources, bench.SQL_DIR.joinpath(f"{view}.sql").read_text(), ctx.full_uri(view))
                 recomputes.append(time.perf_counter() - start)
@@ -160,11 +160,13 @@ def main() -> None:
                 uri = table.uri(state_root)
                 version, layout = arrangement.head_layout(table, state_root)
                 source_keys = pc.unique(read_arrow(source_uri, source_version, [column]).column(column))
+                candidates = source_keys.to_pylist()  # drawn from below, once per side
                 row = {
                     "view": view, "side": table.table_name, "key": key, "rows": which, "source_columns": read_columns,
                     "state_rows": row_count(uri, version), "source_rows": row_count(source_uri, source_version),
                     "build_s": statistics.median(builds), "recompute_write_s": statistics.median(recomputes),
-                    "side_write_s": statistics.median(s for _, s in side_writes.get(table.table_name, [(0, 0.0)])),
+                    # None: the side was not written by the executors (a build in process or a small one).
+                    "side_write_s": statistics.median(side_writes[table.table_name]) if table.table_name in side_writes else None,
                     "lookups": {},
                 }
                 for size in sizes:
@@ -173,7 +175,7 @@ def main() -> None:
                     ):
                         runs = []
                         for _ in range(args.repeats):
-                            wanted = pa.array(rng.sample(source_keys.to_pylist(), size), source_keys.type)
+                            wanted = pa.array(rng.sample(candidates, size), source_keys.type)
                             runs.append(lookup(target, version if buckets else source_version, name, wanted, buckets, read_columns))
                         row["lookups"][f"{size} keys, {where}"] = {
                             "seconds": statistics.median(r[0] for r in runs),
@@ -206,7 +208,7 @@ def save(args, rows: list[dict], sizes: list[int]) -> None:
                 cells.append(f"{m['seconds']:.3f} ({m['row_groups']:,.0f}, {m['rows_decoded']:,.0f})")
         lines.append(
             f"| {r['view']} | {r['side']} ({r['key']}, {r['rows']}) | {r['state_rows']:,} | {r['build_s']:.2f} | "
-            f"{r['side_write_s']:.2f} | {r['recompute_write_s']:.2f} | " + " | ".join(cells) + " |"
+            f"{_seconds(r['side_write_s'])} | {r['recompute_write_s']:.2f} | " + " | ".join(cells) + " |"
         )
     text = "\n".join(lines) + "\n"
     print(text)
@@ -214,6 +216,10 @@ def save(args, rows: list[dict], sizes: list[int]) -> None:
     stem = f"join_side_layouts_sf{args.sf:g}"  # not Path.with_suffix: SF 0.1 has a dot of its own
     (RESULTS / f"{stem}.md").write_text(text)
     (RESULTS / f"{stem}.json").write_text(json.dumps({"when": when, "args": vars(args), "rows": rows}, indent=1) + "\n")
+
+
+def _seconds(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
 
 
 if __name__ == "__main__":
