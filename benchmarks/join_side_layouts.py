@@ -101,7 +101,7 @@ def lookup(uri: str, version: int, key: str, keys: pa.Array, buckets: int | None
     for file, group in chosen.groups:
         by_file.setdefault(file.path, (file, []))[1].append(group)
     for file, groups in by_file.values():
-        with file.fragment.open() as handle:  # as the engine's driver read opens a local file
+        with file.open() as handle:  # as the engine's driver read opens a local file
             rows = pq.ParquetFile(handle, metadata=file.metadata).read_row_groups(groups, columns=columns)
         rows.filter(pc.is_in(rows.column(key), value_set=keys))  # the match a lookup makes, timed; its rows are not kept
         cost.row_groups += len(groups)

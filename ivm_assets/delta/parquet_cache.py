@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from ivm_assets import settings, uris
@@ -50,26 +50,34 @@ from ivm_assets.recent import Recent
 from ivm_assets.spark.arrow import normalize_table
 
 Stamp = tuple[str, int]  # the file's location (a local path or a URI), its size in the Delta log
-_FORMAT = ds.ParquetFileFormat()
 
 
 @dataclass
 class Footer:
     """One file's footer, read once: per row group its rows and compressed bytes, and the
-    min/max/null statistics of the columns lookups have asked for. ``fragment`` reads its
-    row groups without reading the footer again (on an object store: one GET a read)."""
+    min/max/null statistics of the columns lookups have asked for. Its row groups are read
+    without reading the footer again (on an object store: one GET a read, see
+    :func:`_decoded`)."""
 
     stamp: Stamp
     metadata: pq.FileMetaData
     rows: list[int]
     bytes: list[int]
-    fragment: ds.ParquetFileFragment
+    fs: pafs.FileSystem
+    fs_path: str  # the file's path on ``fs``
+    fragment: object = None  # an object store's ``pyarrow.dataset.ParquetFileFragment``
     lookups: int = 0  # lookups by key that asked for this file (see whole_file)
     _stats: dict[str, list[tuple[object, object, int | None] | None]] = field(default_factory=dict)
 
     @property
     def path(self) -> str:
         return self.stamp[0]
+
+    def open(self) -> pa.NativeFile:
+        """The file, opened for reading (its size known: on an object store no HEAD)."""
+        if self.fragment is not None:
+            return self.fragment.open()
+        return self.fs.open_input_file(self.fs_path)
 
     @property
     def decoded_bytes(self) -> int:
@@ -117,12 +125,26 @@ def footer(uri: str, size: int) -> Footer:
     if found is not None:
         return found
     fs, path = filesystems.filesystem(uri)
-    fragment = _FORMAT.make_fragment(path, filesystem=fs, file_size=size)
-    metadata = _reading(uri, lambda: fragment.metadata)
+    if uris.is_local(uri):
+        fragment = None
+
+        def read() -> pq.FileMetaData:
+            with fs.open_input_file(path) as handle:
+                return pq.read_metadata(handle)
+    else:
+        # Imported here: pyarrow.dataset imports pandas (0.3 s of a fresh process's start),
+        # and a refresh over local files has no use for either.
+        import pyarrow.dataset as ds
+
+        fragment = ds.ParquetFileFormat().make_fragment(path, filesystem=fs, file_size=size)
+
+        def read() -> pq.FileMetaData:
+            return fragment.metadata
+    metadata = _reading(uri, read)
     groups = [metadata.row_group(g) for g in range(metadata.num_row_groups)]
     made = Footer(
         stamp, metadata, [g.num_rows for g in groups],
-        [sum(g.column(i).total_compressed_size for i in range(g.num_columns)) for g in groups], fragment,
+        [sum(g.column(i).total_compressed_size for i in range(g.num_columns)) for g in groups], fs, path, fragment,
     )
     _footers.put(stamp, made)
     return made
@@ -222,9 +244,9 @@ def _decoded(file: Footer, groups: list[int]) -> pa.Table:
     store the fragment scans them: it knows the file's size (no HEAD request, which opening
     the file for the reader costs) and fetches each group's column chunks in one ranged GET
     (``tests/s3``)."""
-    if not uris.is_local(file.path):
+    if file.fragment is not None:
         return file.fragment.subset(row_group_ids=groups).to_table()
-    with file.fragment.open() as source:
+    with file.open() as source:
         return pq.ParquetFile(source, metadata=file.metadata).read_row_groups(groups)
 
 

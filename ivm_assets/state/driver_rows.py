@@ -18,6 +18,7 @@ those every function returns None and the caller does the work in Spark, as befo
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -89,17 +90,24 @@ def matching(rows: pa.Table, keys: tuple[str, ...], wanted: pa.Table, wanted_key
 
 def sum_weights(rows: pa.Table, columns: tuple[str, ...], weight: str, codes: pa.Array) -> pa.Table:
     """``rows``' ``columns`` once per distinct code (the first row of it), with the sum of the
-    code's ``weight``s; codes whose sum is zero dropped."""
-    sums = (
-        pa.table({"code": codes, "w": rows.column(weight), "row": pa.array(range(rows.num_rows), pa.int64())})
-        .group_by("code", use_threads=False)
-        .aggregate([("w", "sum"), ("row", "min")])
-    )
-    live = sums.filter(pc.not_equal(sums.column("w_sum"), 0))
-    first = rows.select(list(columns)).take(live.column("row_min"))
+    code's ``weight``s, in the order of their first rows; codes whose sum is zero dropped.
+
+    ``codes`` are :func:`tuple_codes`' (non-negative and below the row count), so the sums
+    are numpy's unbuffered adds into an array indexed by code, exact in int64: faster than
+    Arrow's hash aggregate, and it leaves out Arrow's Acero engine, whose import brings
+    pyarrow.dataset and pandas (0.3 s of a fresh process's refresh)."""
+    n = rows.num_rows
+    code = np.asarray(codes.to_numpy(zero_copy_only=False), np.int64)
+    sums = np.zeros(int(code.max()) + 1 if n else 0, np.int64)
+    np.add.at(sums, code, np.asarray(rows.column(weight).to_numpy(), np.int64))
+    first = np.full(len(sums), n, np.int64)
+    np.minimum.at(first, code, np.arange(n, dtype=np.int64))
+    live = np.flatnonzero(sums)
+    live = live[np.argsort(first[live], kind="stable")]
+    kept = rows.select(list(columns)).take(pa.array(first[live]))
     # Built from arrays: a table without columns has no rows to append a column to.
     field = rows.schema.field(weight)
-    return pa.Table.from_arrays([*first.columns, live.column("w_sum").cast(field.type)], schema=first.schema.append(field))
+    return pa.Table.from_arrays([*kept.columns, pa.array(sums[live]).cast(field.type)], schema=kept.schema.append(field))
 
 
 def cancelled(rows: pa.Table, columns: tuple[str, ...], weight: str) -> pa.Table | None:
