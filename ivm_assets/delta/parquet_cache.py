@@ -132,8 +132,8 @@ def footer(uri: str, size: int) -> Footer:
             with fs.open_input_file(path) as handle:
                 return pq.read_metadata(handle)
     else:
-        # Imported here: pyarrow.dataset imports pandas (0.3 s of a fresh process's start),
-        # and a refresh over local files has no use for either.
+        # Imported here: a local file is read without a dataset fragment, and a refresh over
+        # local files need not import pyarrow.dataset.
         import pyarrow.dataset as ds
 
         fragment = ds.ParquetFileFormat().make_fragment(path, filesystem=fs, file_size=size)
