@@ -160,7 +160,7 @@ def main() -> None:
                 uri = table.uri(state_root)
                 version, layout = arrangement.head_layout(table, state_root)
                 source_keys = pc.unique(read_arrow(source_uri, source_version, [column]).column(column))
-                candidates = source_keys.to_pylist()  # drawn from below, once per side
+                candidates = source_keys.to_pylist()  # what the lookups below sample from, listed once per side
                 row = {
                     "view": view, "side": table.table_name, "key": key, "rows": which, "source_columns": read_columns,
                     "state_rows": row_count(uri, version), "source_rows": row_count(source_uri, source_version),

@@ -125,22 +125,8 @@ def footer(uri: str, size: int) -> Footer:
     if found is not None:
         return found
     fs, path = filesystems.filesystem(uri)
-    if uris.is_local(uri):
-        fragment = None
-
-        def read() -> pq.FileMetaData:
-            with fs.open_input_file(path) as handle:
-                return pq.read_metadata(handle)
-    else:
-        # Imported here: a local file is read without a dataset fragment, and a refresh over
-        # local files need not import pyarrow.dataset.
-        import pyarrow.dataset as ds
-
-        fragment = ds.ParquetFileFormat().make_fragment(path, filesystem=fs, file_size=size)
-
-        def read() -> pq.FileMetaData:
-            return fragment.metadata
-    metadata = _reading(uri, read)
+    fragment = None if uris.is_local(uri) else _fragment(fs, path, size)
+    metadata = _reading(uri, lambda: fragment.metadata if fragment is not None else pq.read_metadata(path, filesystem=fs))
     groups = [metadata.row_group(g) for g in range(metadata.num_row_groups)]
     made = Footer(
         stamp, metadata, [g.num_rows for g in groups],
@@ -148,6 +134,15 @@ def footer(uri: str, size: int) -> Footer:
     )
     _footers.put(stamp, made)
     return made
+
+
+def _fragment(fs: pafs.FileSystem, path: str, size: int):
+    """The dataset fragment of an object store's file of ``size`` bytes (see :func:`_decoded`).
+    Imported here: local files are read without one, so a refresh over a local folder does
+    not import pyarrow.dataset."""
+    import pyarrow.dataset as ds
+
+    return ds.ParquetFileFormat().make_fragment(path, filesystem=fs, file_size=size)
 
 
 def row_groups(file: Footer, groups: list[int], schema: pa.Schema, *, keep: bool = True) -> tuple[list[pa.Table], int]:
